@@ -1,0 +1,90 @@
+"""Redis reply errors and the exact texts Redis sends.
+
+Every error a command can raise is a ``ReplyError`` whose ``str()`` is the full error line as a Redis
+server sends it, code included (``ERR syntax error``, ``NOGROUP No such key 's' or consumer group 'g'``).
+The constants and builders below are the only place those texts are spelled.
+"""
+
+from __future__ import annotations
+
+
+class ReplyError(Exception):
+    """Raised when a command fails the way a Redis server would fail it.
+
+    ``str(error)`` is the error line without the leading ``-``; ``error.code`` is its first word.
+    """
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+    @property
+    def code(self) -> str:
+        """The error code: the first word of the line (``ERR``, ``NOGROUP``, ``BUSYGROUP`` ...)."""
+        return self.line.split(" ", 1)[0]
+
+    def __str__(self) -> str:
+        return self.line
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ReplyError) and other.line == self.line
+
+    def __hash__(self) -> int:
+        return hash(self.line)
+
+
+SYNTAX = "ERR syntax error"
+NOT_AN_INTEGER = "ERR value is not an integer or out of range"
+INVALID_STREAM_ID = "ERR Invalid stream ID specified as stream command argument"
+INVALID_START_ID = "ERR invalid start ID for the interval"
+INVALID_END_ID = "ERR invalid end ID for the interval"
+NO_SUCH_KEY = "ERR no such key"
+BUSYGROUP = "BUSYGROUP Consumer Group name already exists"
+XGROUP_KEY_REQUIRED = (
+    "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the "
+    "MKSTREAM option to create an empty stream automatically."
+)
+
+
+def wrong_arity(fullname: str) -> ReplyError:
+    """``ERR wrong number of arguments for 'xadd' command`` (fullname is lowercase, ``xgroup|create``)."""
+    return ReplyError(f"ERR wrong number of arguments for '{fullname}' command")
+
+
+def unknown_command(name: str, args: list[str]) -> ReplyError:
+    """The error Redis gives for a command name it does not know."""
+    # Redis quotes each argument and follows it with a space, so the line ends in a space.
+    shown = "".join(f"'{arg}' " for arg in args)
+    return ReplyError(f"ERR unknown command '{name}', with args beginning with: {shown}")
+
+
+def unknown_subcommand(subcommand: str, container: str) -> ReplyError:
+    """``ERR unknown subcommand 'foo'. Try XGROUP HELP.``"""
+    return ReplyError(f"ERR unknown subcommand '{subcommand}'. Try {container} HELP.")
+
+
+def subcommand_syntax(subcommand: str, container: str) -> ReplyError:
+    """The XGROUP/XINFO option error, naming the subcommand as the client typed it."""
+    return ReplyError(f"ERR unknown subcommand or wrong number of arguments for '{subcommand}'. Try {container} HELP.")
+
+
+def nogroup_key_or_group(key: str, group: str) -> ReplyError:
+    """NOGROUP text used by XPENDING, XCLAIM and XAUTOCLAIM."""
+    return ReplyError(f"NOGROUP No such key '{_c_string(key)}' or consumer group '{_c_string(group)}'")
+
+
+def nogroup_xreadgroup(key: str, group: str) -> ReplyError:
+    """NOGROUP text used by XREADGROUP."""
+    return ReplyError(
+        f"NOGROUP No such key '{_c_string(key)}' or consumer group '{_c_string(group)}' in XREADGROUP with GROUP option"
+    )
+
+
+def nogroup_for_key_name(key: str, group: str) -> ReplyError:
+    """NOGROUP text used by XGROUP subcommands and XINFO CONSUMERS."""
+    return ReplyError(f"NOGROUP No such consumer group '{_c_string(group)}' for key name '{_c_string(key)}'")
+
+
+def _c_string(text: str) -> str:
+    """Redis formats names with %s, so an embedded NUL ends the name."""
+    return text.split("\x00", 1)[0]

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Shared install step for tests and demos: the project's .venv (with the dev extras) and a redis-server.
+# Idempotent: an existing .venv is reused and redis-server is installed only when missing.
+# The parity tests need a real redis-server; as root this installs Debian's package (7.0.x on bookworm).
+# In CI (CI=true) a missing redis-server is an error, so the parity suite can never be skipped there.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+section() { printf '\n==> %s\n' "$*"; }
+
+section "python: .venv with .[dev]"
+if [[ ! -x .venv/bin/python ]]; then
+    python3.11 -m venv .venv
+fi
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python --version
+
+section "redis-server"
+if ! command -v redis-server >/dev/null 2>&1; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+    else
+        echo "redis-server is not on PATH and only root can install it here: run 'sudo apt-get install redis-server'." >&2
+    fi
+fi
+if command -v redis-server >/dev/null 2>&1; then
+    redis-server --version
+elif [[ "${CI:-}" == "true" ]]; then
+    echo "ERROR: redis-server is required in CI (the parity tests compare the store against it)." >&2
+    exit 1
+else
+    echo "WARNING: no redis-server: the parity tests will be skipped." >&2
+fi

@@ -1,0 +1,14 @@
+"""streamclaim-spark: Redis Streams consumer groups on Apache Spark and Delta Lake.
+
+``StreamStore.open(path)`` gives a store whose ``execute(*argv)`` replies exactly as a Redis server
+would, with all state (entries, groups, consumers, pending entries) in Delta tables.
+"""
+
+from __future__ import annotations
+
+from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.ids import StreamId
+from streamclaim_spark.store import StreamStore
+from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy
+
+__all__ = ["ConflictRetriesExhaustedError", "ReplyError", "RetryPolicy", "StreamId", "StreamStore"]

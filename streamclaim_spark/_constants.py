@@ -1,0 +1,59 @@
+"""Names shared by every module: row kinds and column names of the state table, defaults with reasons."""
+
+from __future__ import annotations
+
+# The one Delta table that holds all stream and consumer-group state (see docs/DESIGN.md).
+STATE_TABLE_DIR = "state"
+# Append-only companions written by the recovery job.
+DEAD_LETTER_TABLE_DIR = "dead_letters"
+RECOVERY_RUNS_TABLE_DIR = "recovery_runs"
+
+# Row kinds. Each partition has exactly one "head" row (stream or group) that every write checks and bumps.
+KIND_STREAM = "stream"
+KIND_ENTRY = "entry"
+KIND_GROUP = "group"
+KIND_CONSUMER = "consumer"
+KIND_PENDING = "pending"
+HEAD_KINDS = (KIND_STREAM, KIND_GROUP)
+
+# Column names of the state table.
+PARTITION_ID = "partition_id"
+ROW_KIND = "row_kind"
+STREAM = "stream"
+GROUP = "group_name"
+ID_MS = "id_ms"
+ID_SEQ = "id_seq"
+CONSUMER = "consumer"
+FIELDS = "fields"
+OWNER = "owner"
+DELIVERY_TIME_MS = "delivery_time_ms"
+DELIVERY_COUNT = "delivery_count"
+SEEN_TIME_MS = "seen_time_ms"
+ACTIVE_TIME_MS = "active_time_ms"
+LAST_MS = "last_ms"
+LAST_SEQ = "last_seq"
+ENTRIES_READ = "entries_read"
+ENTRIES_ADDED = "entries_added"
+ENTRY_COUNT = "entry_count"
+FIRST_MS = "first_ms"
+FIRST_SEQ = "first_seq"
+MAX_DELETED_MS = "max_deleted_ms"
+MAX_DELETED_SEQ = "max_deleted_seq"
+GROUP_NAMES = "group_names"
+VERSION = "version"
+TXN = "txn"
+
+# The columns that identify a row inside its partition (compared null-safely in every MERGE).
+KEY_COLUMNS = (PARTITION_ID, ROW_KIND, ID_MS, ID_SEQ, CONSUMER)
+
+# Redis' XAUTOCLAIM default COUNT and its upper bound (LONG_MAX / 16, see t_stream.c).
+XAUTOCLAIM_DEFAULT_COUNT = 100
+XAUTOCLAIM_MAX_COUNT = 576460752303423487
+# XAUTOCLAIM examines at most COUNT x this many PEL entries per call.
+XAUTOCLAIM_ATTEMPTS_FACTOR = 10
+# XINFO STREAM FULL lists this many entries/PEL items unless COUNT says otherwise.
+XINFO_FULL_DEFAULT_COUNT = 10
+# Redis' entries_read sentinel for "unknown" (reported as nil).
+ENTRIES_READ_UNKNOWN = -1
+# Redis' active_time for a consumer that never read or claimed anything.
+NEVER_ACTIVE = -1

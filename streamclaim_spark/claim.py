@@ -1,0 +1,283 @@
+"""XCLAIM and XAUTOCLAIM: moving stale pending entries to a live consumer in one Delta MERGE.
+
+Each call is one MERGE into the state table. Its source lists the PEL entries the call examines;
+its conditions carry the idle predicate (``delivery_time <= now - min_idle``, one ``now`` per call),
+so the transaction itself decides which entries are won. It also purges PEL entries whose stream
+entry was deleted, inserts FORCE entries, creates or touches the consumer and moves the group's
+cursor (LASTID), all in the same commit. The reply is read back from the rows the commit wrote.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.commands.args import int_arg, is_word
+from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_key_or_group
+from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id, parse_range_start
+from streamclaim_spark.integers import parse_ll
+from streamclaim_spark.model import Claim, ConsumerMeta, Entry, GroupMeta, Write, consumer_row, pending_key
+from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.snapshot import id_at_least, stored_id
+
+ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
+ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
+ERR_XCLAIM_IDLE = "ERR Invalid IDLE option argument for XCLAIM"
+ERR_XCLAIM_TIME = "ERR Invalid TIME option argument for XCLAIM"
+ERR_XCLAIM_RETRYCOUNT = "ERR Invalid RETRYCOUNT option argument for XCLAIM"
+ERR_COUNT = "ERR COUNT must be > 0"
+
+
+@dataclass(frozen=True)
+class XClaim:
+    """A parsed XCLAIM (everything after the NOGROUP check, which comes first in Redis)."""
+
+    min_idle: int
+    ids: tuple[StreamId, ...]
+    idle: int | None = None  # IDLE ms, relative to now
+    time: int | None = None  # TIME unix ms
+    retry_count: int | None = None
+    force: bool = False
+    just_id: bool = False
+    last_id: StreamId | None = None
+    delivery_from: str | None = None  # "idle" or "time": the one given last wins
+
+
+def parse_xclaim(argv: Sequence[str]) -> XClaim:
+    """xclaimCommand's parsing: min-idle, IDs up to the first non-ID, then options (last wins)."""
+    min_idle = max(0, int_arg(argv[4], ERR_XCLAIM_MIN_IDLE))
+    ids: list[StreamId] = []
+    j = 5
+    while j < len(argv):
+        try:
+            ids.append(parse_id(argv[j], strict=True))
+        except ReplyError:
+            break
+        j += 1
+    request = XClaim(min_idle, tuple(ids))
+    while j < len(argv):
+        more = len(argv) - 1 - j
+        option = argv[j]
+        if is_word(option, "FORCE"):
+            request = replace(request, force=True)
+        elif is_word(option, "JUSTID"):
+            request = replace(request, just_id=True)
+        elif is_word(option, "IDLE") and more:
+            j += 1
+            request = replace(request, idle=int_arg(argv[j], ERR_XCLAIM_IDLE), delivery_from="idle")
+        elif is_word(option, "TIME") and more:
+            j += 1
+            request = replace(request, time=int_arg(argv[j], ERR_XCLAIM_TIME), delivery_from="time")
+        elif is_word(option, "RETRYCOUNT") and more:
+            j += 1
+            request = replace(request, retry_count=int_arg(argv[j], ERR_XCLAIM_RETRYCOUNT))
+        elif is_word(option, "LASTID") and more:
+            j += 1
+            request = replace(request, last_id=parse_id(argv[j], strict=True))
+        else:
+            raise ReplyError(f"ERR Unrecognized XCLAIM option '{option.split(chr(0), 1)[0]}'")
+        j += 1
+    return request
+
+
+def delivery_time(request: XClaim, now: int) -> int:
+    """The delivery time XCLAIM writes: IDLE/TIME (last given wins), clamped to now when < 0 or > now."""
+    if request.delivery_from == "idle" and request.idle is not None:
+        value = now - request.idle
+    elif request.delivery_from == "time" and request.time is not None:
+        value = request.time
+    else:
+        return now
+    return now if value < 0 or value > now else value
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """What a claim did: the claimed entries (reply order), and the PEL entries it purged."""
+
+    key: str
+    group: str
+    txn: str
+    claimed: list[tuple[StreamId, Entry | None]]
+    deleted: list[StreamId]
+    cursor: StreamId = ZERO_ID
+
+    def confirmed(self, won: set[StreamId]) -> ClaimResult:
+        """Keeps only the claims the commit really made (``won``: IDs of the rows it wrote)."""
+        return replace(self, claimed=[item for item in self.claimed if item[0] in won])
+
+
+def _touch_consumer(ctx: Context, group: GroupMeta, name: str) -> None:
+    """Creates the consumer if needed and marks it seen and active now."""
+    existing = ctx.snapshot.consumer(group.key, group.name, name)
+    consumer = ConsumerMeta(name, ctx.now) if existing is None else replace(existing, seen_time=ctx.now)
+    consumer = replace(consumer, active_time=ctx.now)
+    ctx.plan.add(Write(consumer_row(group.key, group.name, consumer, ctx.txn)))
+
+
+def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
+    """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
+    key, group_name, consumer = argv[1], argv[2], argv[3]
+    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
+    if group is None:
+        raise nogroup_key_or_group(key, group_name)
+    request = parse_xclaim(argv)
+    when = delivery_time(request, ctx.now)
+    occurrences = Counter(request.ids)
+    live = ctx.snapshot.entries_by_id(key, occurrences) if occurrences else {}
+    pending = ctx.snapshot.pending_by_id(key, group_name, occurrences) if occurrences else {}
+    # After the first claim the entry is the caller's with delivery time ``when``; a repeated ID is
+    # claimed again only if that is idle enough (Redis processes every occurrence in turn).
+    again = request.min_idle == 0 or ctx.now - when >= request.min_idle
+    cutoff = ctx.now - request.min_idle if request.min_idle else None
+    expected_steps: dict[StreamId, int] = {}
+    for entry_id, times in occurrences.items():
+        nack = pending.get(entry_id)
+        is_live = entry_id in live
+        if nack is None and not (request.force and is_live):
+            continue
+        steps = times if again else 1
+        claim = Claim(
+            live=is_live,
+            cutoff=None if nack is None else cutoff,
+            owner=consumer,
+            delivery_time=when,
+            steps=steps,
+            retry_count=request.retry_count if request.retry_count is not None and request.retry_count >= 0 else None,
+            just_id=request.just_id,
+            force=request.force,
+        )
+        ctx.plan.add(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
+        if is_live and (nack is None or cutoff is None or nack.delivery_time <= cutoff):
+            expected_steps[entry_id] = steps
+    if expected_steps:
+        # Redis 7.0 creates and touches the consumer only when it claims something.
+        _touch_consumer(ctx, group, consumer)
+    moved = group
+    if request.last_id is not None and request.last_id > group.last_id:
+        moved = replace(group, last_id=request.last_id)
+    put_group(ctx, group, moved)
+    claimed: list[tuple[StreamId, Entry | None]] = []
+    seen: Counter[StreamId] = Counter()
+    for entry_id in request.ids:
+        seen[entry_id] += 1
+        if seen[entry_id] <= expected_steps.get(entry_id, 0):
+            claimed.append((entry_id, None if request.just_id else live[entry_id]))
+    return ClaimResult(key, group_name, ctx.txn, claimed, [])
+
+
+@dataclass(frozen=True)
+class XAutoClaim:
+    key: str
+    group: str
+    consumer: str
+    min_idle: int
+    start: StreamId
+    count: int = C.XAUTOCLAIM_DEFAULT_COUNT
+    just_id: bool = False
+
+
+def parse_xautoclaim(argv: Sequence[str]) -> XAutoClaim:
+    """xautoclaimCommand's parsing, which runs before the key is looked up."""
+    min_idle = max(0, int_arg(argv[4], ERR_XAUTOCLAIM_MIN_IDLE))
+    start = parse_range_start(argv[5])
+    count = C.XAUTOCLAIM_DEFAULT_COUNT
+    just_id = False
+    j = 6
+    while j < len(argv):
+        more = len(argv) - 1 - j
+        if is_word(argv[j], "COUNT") and more:
+            value = parse_ll(argv[j + 1])
+            if value is None or not 1 <= value <= C.XAUTOCLAIM_MAX_COUNT:
+                raise ReplyError(ERR_COUNT)
+            count = value
+            j += 1
+        elif is_word(argv[j], "JUSTID"):
+            just_id = True
+        else:
+            raise ReplyError(SYNTAX)
+        j += 1
+    return XAutoClaim(argv[1], argv[2], argv[3], min_idle, start, count, just_id)
+
+
+def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
+    """One XAUTOCLAIM step: examine at most COUNT x 10 PEL entries from ``start`` in ID order."""
+    key, group_name = request.key, request.group
+    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
+    if group is None:
+        raise nogroup_key_or_group(key, group_name)
+    attempts = request.count * C.XAUTOCLAIM_ATTEMPTS_FACTOR
+    scanned = _scan_pel(ctx, key, group_name, request.start, attempts + 1)
+    cutoff = ctx.now - request.min_idle if request.min_idle else None
+    remaining = request.count
+    examined = 0
+    claimed: list[tuple[StreamId, Entry | None]] = []
+    deleted: list[StreamId] = []
+    for entry_id, delivered_at, entry in scanned:
+        if examined == attempts or remaining == 0:
+            break
+        examined += 1
+        if entry is None:
+            deleted.append(entry_id)
+            remaining -= 1
+        elif cutoff is not None and delivered_at > cutoff:
+            continue
+        else:
+            claimed.append((entry_id, None if request.just_id else entry))
+            remaining -= 1
+        claim = Claim(
+            live=entry is not None,
+            cutoff=cutoff,
+            owner=request.consumer,
+            delivery_time=ctx.now,
+            just_id=request.just_id,
+        )
+        ctx.plan.add(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
+    cursor = scanned[examined][0] if examined < len(scanned) else ZERO_ID
+    if claimed:
+        _touch_consumer(ctx, group, request.consumer)
+    put_group(ctx, group, group)
+    return ClaimResult(key, group_name, ctx.txn, claimed, deleted, cursor)
+
+
+def _scan_pel(
+    ctx: Context, key: str, group: str, start: StreamId, limit: int
+) -> list[tuple[StreamId, int, Entry | None]]:
+    """The group's first ``limit`` PEL entries from ``start``, each with its stream entry (None: deleted)."""
+    pel = (
+        ctx.snapshot.pending_frame(key, group)
+        .where(id_at_least(start))
+        .select(C.ID_MS, C.ID_SEQ, C.DELIVERY_TIME_MS)
+        .orderBy(C.ID_MS, C.ID_SEQ)
+        .limit(limit)
+    )
+    entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).select(C.ID_MS, C.ID_SEQ, F.col(C.FIELDS))
+    rows = pel.join(entries, on=[C.ID_MS, C.ID_SEQ], how="left").orderBy(C.ID_MS, C.ID_SEQ).collect()
+    scanned = []
+    for row in rows:
+        entry_id = stored_id(row)
+        fields = row[C.FIELDS]
+        entry = None if fields is None else Entry(entry_id, tuple((p["field"], p["value"]) for p in fields))
+        scanned.append((entry_id, row[C.DELIVERY_TIME_MS], entry))
+    return scanned
+
+
+def rows_written(table: DataFrame, result: ClaimResult) -> set[StreamId]:
+    """IDs of the PEL rows the claim's commit wrote (its ``txn`` tag); ``table`` is pinned at that commit."""
+    rows = (
+        table.where(
+            (F.col(C.PARTITION_ID) == group_partition(result.key, result.group))
+            & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+            & (F.col(C.TXN) == result.txn)
+        )
+        .select(C.ID_MS, C.ID_SEQ)
+        .collect()
+    )
+    return {stored_id(row) for row in rows}

@@ -1,0 +1,92 @@
+"""XACK and XPENDING: acknowledging and inspecting pending entries (the PEL).
+
+Parsing follows Redis 7.0's xackCommand and xpendingCommand; XPENDING parses all its arguments
+before it looks at the key, XACK returns 0 for a missing key or group before it validates IDs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamclaim_spark.commands.args import int_arg, is_word
+from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.streams import parse_ids
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_key_or_group
+from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
+from streamclaim_spark.model import PendingEntry, Write, pending_key
+
+
+def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:
+    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
+    if group is None:
+        return 0
+    ids = parse_ids(tokens)
+    pending = ctx.snapshot.pending_by_id(key, group_name, ids)
+    if not pending:
+        return 0
+    for entry_id in pending:
+        ctx.plan.add(Write(pending_key(key, group_name, entry_id), delete=True))
+    put_group(ctx, group, group)
+    return len(pending)
+
+
+@dataclass(frozen=True)
+class XPending:
+    key: str
+    group: str
+    extended: bool
+    min_idle: int = 0
+    low: StreamId | None = None
+    high: StreamId | None = None
+    count: int = 0
+    consumer: str | None = None
+
+
+def parse_xpending(argv: Sequence[str]) -> XPending:
+    if len(argv) != 3 and not 6 <= len(argv) <= 9:
+        raise ReplyError(SYNTAX)
+    if len(argv) == 3:
+        return XPending(argv[1], argv[2], extended=False)
+    start = 3
+    min_idle = 0
+    if is_word(argv[3], "IDLE"):
+        min_idle = int_arg(argv[4])
+        if len(argv) < 8:
+            raise ReplyError(SYNTAX)
+        start += 2
+    count = max(0, int_arg(argv[start + 2]))
+    low = parse_range_start(argv[start])
+    high = parse_range_end(argv[start + 1])
+    consumer = argv[start + 3] if start + 3 < len(argv) else None
+    return XPending(argv[1], argv[2], True, min_idle, low, high, count, consumer)
+
+
+def run_xpending(ctx: Context, request: XPending) -> Any:
+    group = ctx.snapshot.group(request.key, request.group) if ctx.snapshot.stream(request.key) else None
+    if group is None:
+        raise nogroup_key_or_group(request.key, request.group)
+    if not request.extended:
+        total, lowest, highest = ctx.snapshot.pending_bounds(request.key, request.group)
+        if total == 0:
+            return [0, None, None, None]
+        counts = ctx.snapshot.pending_counts(request.key, request.group)
+        consumers = sorted(counts, key=lambda name: name.encode())
+        return [total, str(lowest), str(highest), [[name, str(counts[name])] for name in consumers]]
+    if request.consumer is not None and (ctx.snapshot.consumer(request.key, request.group, request.consumer) is None):
+        return []
+    assert request.low is not None and request.high is not None
+    entries = _pending_entries(ctx, request)
+    return [[str(p.id), p.owner, max(0, ctx.now - p.delivery_time), p.delivery_count] for p in entries]
+
+
+def _pending_entries(ctx: Context, request: XPending) -> list[PendingEntry]:
+    assert request.low is not None and request.high is not None
+    if request.count == 0:
+        return []
+    cutoff = ctx.now - request.min_idle if request.min_idle > 0 else None
+    return ctx.snapshot.pending(
+        request.key, request.group, request.low, request.high, request.count, request.consumer, cutoff
+    )

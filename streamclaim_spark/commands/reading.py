@@ -1,0 +1,222 @@
+"""XREADGROUP and XREAD: delivering entries to consumers and reading consumers' history.
+
+Parsing follows Redis 7.0's xreadCommand. A ``>`` read moves the group's cursor, creates or resets
+PEL entries for the delivered IDs and touches the consumer, all in the command's one commit; a
+history read re-delivers the consumer's own pending entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from streamclaim_spark.commands.args import int_arg, is_token, is_word
+from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_xreadgroup
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id
+from streamclaim_spark.lag import entries_read_after_delivery
+from streamclaim_spark.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
+
+ERR_TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
+ERR_TIMEOUT_NEGATIVE = "ERR timeout is negative"
+ERR_GROUP_ONLY_XREADGROUP = "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."
+ERR_NOACK_ONLY_XREADGROUP = "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead."
+# Redis 7.0 uses this text for XREADGROUP as well.
+ERR_UNBALANCED = "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."
+ERR_MISSING_GROUP = "ERR Missing GROUP option for XREADGROUP"
+ERR_DOLLAR_IN_XREADGROUP = (
+    "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer "
+    "by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty "
+    "result set."
+)
+ERR_GT_IN_XREAD = (
+    "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."
+)
+
+# A stream item of a read reply: (key, entries); an entry of None is a deleted entry still pending.
+StreamReply = tuple[str, list[tuple[StreamId, Entry | None]]]
+
+
+@dataclass(frozen=True)
+class Read:
+    """A parsed XREADGROUP/XREAD: streams with their IDs (None: ``>``), options."""
+
+    keys: tuple[str, ...]
+    id_args: tuple[str, ...]
+    group: str | None = None
+    consumer: str | None = None
+    count: int = 0  # 0: no limit
+    block_ms: int | None = None
+    noack: bool = False
+
+
+def parse_read(argv: Sequence[str]) -> Read:
+    """Option parsing of xreadCommand (before any key is looked up)."""
+    xreadgroup = argv[0].lower() == "xreadgroup"
+    block_ms: int | None = None
+    count = 0
+    streams_at = 0
+    group: str | None = None
+    consumer: str | None = None
+    noack = False
+    i = 1
+    while i < len(argv):
+        more = len(argv) - i - 1
+        option = argv[i]
+        if is_word(option, "BLOCK") and more:
+            i += 1
+            timeout = int_arg(argv[i], ERR_TIMEOUT_NOT_INTEGER)
+            if timeout < 0:
+                raise ReplyError(ERR_TIMEOUT_NEGATIVE)
+            block_ms = timeout
+        elif is_word(option, "COUNT") and more:
+            i += 1
+            count = max(0, int_arg(argv[i]))
+        elif is_word(option, "STREAMS") and more:
+            streams_at = i + 1
+            if (len(argv) - streams_at) % 2:
+                raise ReplyError(ERR_UNBALANCED)
+            break
+        elif is_word(option, "GROUP") and more >= 2:
+            if not xreadgroup:
+                raise ReplyError(ERR_GROUP_ONLY_XREADGROUP)
+            group, consumer = argv[i + 1], argv[i + 2]
+            i += 2
+        elif is_word(option, "NOACK"):
+            if not xreadgroup:
+                raise ReplyError(ERR_NOACK_ONLY_XREADGROUP)
+            noack = True
+        else:
+            raise ReplyError(SYNTAX)
+        i += 1
+    if streams_at == 0:
+        raise ReplyError(SYNTAX)
+    if xreadgroup and group is None:
+        raise ReplyError(ERR_MISSING_GROUP)
+    half = (len(argv) - streams_at) // 2
+    keys = tuple(argv[streams_at : streams_at + half])
+    ids = tuple(argv[streams_at + half :])
+    return Read(keys, ids, group, consumer, count, block_ms, noack)
+
+
+def run_xreadgroup(ctx: Context, request: Read) -> list[StreamReply] | None:
+    """One synchronous pass of XREADGROUP; None when no stream was served (Redis' null array)."""
+    group_name, consumer_name = request.group, request.consumer
+    assert group_name is not None and consumer_name is not None
+    starts: list[StreamId | None] = []
+    for key, id_arg in zip(request.keys, request.id_args, strict=True):
+        ctx.snapshot.load_heads(key, [group_name], consumer_name)
+        if ctx.snapshot.stream(key) is None or ctx.snapshot.group(key, group_name) is None:
+            raise nogroup_xreadgroup(key, group_name)
+        if is_token(id_arg, "$"):
+            raise ReplyError(ERR_DOLLAR_IN_XREADGROUP)
+        if is_token(id_arg, ">"):
+            starts.append(None)
+            continue
+        parsed = parse_id(id_arg, strict=True)
+        starts.append(None if parsed == MAX_ID else parsed)
+    served: list[StreamReply] = []
+    for key, start in zip(request.keys, starts, strict=True):
+        reply = _serve_group_stream(ctx, request, key, start)
+        if reply is not None:
+            served.append(reply)
+    return served or None
+
+
+def _serve_group_stream(ctx: Context, request: Read, key: str, after: StreamId | None) -> StreamReply | None:
+    group_name, consumer_name = request.group, request.consumer
+    assert group_name is not None and consumer_name is not None
+    stream = ctx.snapshot.stream(key)
+    group = ctx.snapshot.group(key, group_name)
+    assert stream is not None and group is not None
+    existing = ctx.snapshot.consumer(key, group_name, consumer_name)
+    consumer = replace(existing, seen_time=ctx.now) if existing else ConsumerMeta(consumer_name, ctx.now)
+    count = request.count or None
+    if after is not None:
+        served = _serve_history(ctx, key, group_name, consumer_name, after, count)
+        ctx.plan.add(Write(consumer_row(key, group_name, consumer, ctx.txn)))
+        put_group(ctx, group, group)
+        return key, served
+    entries = (
+        ctx.snapshot.entries(key, group.last_id.incr(), MAX_ID, count)
+        if stream.length and group.last_id != MAX_ID
+        else []
+    )
+    if entries and not request.noack:
+        consumer = replace(consumer, active_time=ctx.now)
+    ctx.plan.add(Write(consumer_row(key, group_name, consumer, ctx.txn)))
+    if not entries:
+        put_group(ctx, group, group)
+        return None
+    moved = group
+    for entry in entries:
+        if entry.id > moved.last_id:
+            moved = replace(moved, entries_read=entries_read_after_delivery(stream, moved, entry.id), last_id=entry.id)
+        if not request.noack:
+            # A new NACK and a NACK re-delivered after XGROUP SETID moved backwards end up identical.
+            nack = PendingEntry(entry.id, consumer_name, ctx.now, 1)
+            ctx.plan.add(Write(pending_row(key, group_name, nack, ctx.txn)))
+    put_group(ctx, group, moved)
+    return key, [(entry.id, entry) for entry in entries]
+
+
+def _serve_history(
+    ctx: Context, key: str, group: str, consumer: str, after: StreamId, count: int | None
+) -> list[tuple[StreamId, Entry | None]]:
+    if after == MAX_ID:
+        return []
+    own = ctx.snapshot.pending(key, group, after.incr(), MAX_ID, count, owner=consumer)
+    live = ctx.snapshot.entries_by_id(key, [p.id for p in own]) if own else {}
+    served: list[tuple[StreamId, Entry | None]] = []
+    for nack in own:
+        entry = live.get(nack.id)
+        if entry is not None:
+            bumped = replace(nack, delivery_time=ctx.now, delivery_count=nack.delivery_count + 1)
+            ctx.plan.add(Write(pending_row(key, group, bumped, ctx.txn)))
+        served.append((nack.id, entry))
+    return served
+
+
+def run_xread(ctx: Context, request: Read) -> list[StreamReply] | None:
+    """One pass of XREAD (read-only); None when nothing was served."""
+    afters: list[StreamId | None] = []
+    for key, id_arg in zip(request.keys, request.id_args, strict=True):
+        meta = ctx.snapshot.stream(key)
+        if is_token(id_arg, "$"):
+            afters.append(meta.last_id if meta is not None else ZERO_ID)
+        elif is_token(id_arg, ">"):
+            raise ReplyError(ERR_GT_IN_XREAD)
+        else:
+            afters.append(parse_id(id_arg, strict=True))
+    served: list[StreamReply] = []
+    for key, after in zip(request.keys, afters, strict=True):
+        meta = ctx.snapshot.stream(key)
+        if meta is None or not meta.length or after is None or after == MAX_ID:
+            continue
+        entries = ctx.snapshot.entries(key, after.incr(), MAX_ID, request.count or None)
+        if entries:
+            served.append((key, [(entry.id, entry) for entry in entries]))
+    return served or None
+
+
+def has_new_entries(ctx: Context, request: Read) -> bool:
+    """Whether a blocked ``>`` read (or XREAD) would now be served: the cheap check between polls."""
+    for key, id_arg in zip(request.keys, request.id_args, strict=True):
+        meta = ctx.snapshot.stream(key)
+        if meta is None:
+            if request.group is not None:
+                return True  # re-run so that the reader gets NOGROUP, as a woken Redis client would
+            continue
+        if request.group is not None:
+            group = ctx.snapshot.group(key, request.group)
+            if group is None:
+                return True
+            after = group.last_id
+        elif is_token(id_arg, "$"):
+            continue
+        else:
+            after = parse_id(id_arg, strict=True)
+        if after != MAX_ID and ctx.snapshot.entry_ids(key, after.incr(), MAX_ID, 1):
+            return True
+    return False

@@ -1,0 +1,428 @@
+"""Stream commands: XADD, XRANGE, XREVRANGE, XLEN, XDEL, XTRIM, XSETID, DEL and EXISTS.
+
+Each command has a pure parser (argv → typed request, Redis' validation order and error texts) and
+a ``run`` function that decides on a snapshot and adds the command's writes to the context's plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import functions as F
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.commands.args import int_arg, is_token, is_word
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import SYNTAX, ReplyError, wrong_arity
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_end, parse_range_start, parse_xadd_id
+from streamclaim_spark.model import (
+    Entry,
+    FieldPairs,
+    StreamMeta,
+    Write,
+    entry_key,
+    entry_row,
+    group_head_row,
+    stream_head_key,
+    stream_head_row,
+)
+from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.transaction import source_frame_for_deletes
+
+MAXLEN = "MAXLEN"
+MINID = "MINID"
+
+ERR_MAXLEN_AND_MINID = "ERR syntax error, MAXLEN and MINID options at the same time are not compatible"
+ERR_MAXLEN_NEGATIVE = "ERR The MAXLEN argument must be >= 0."
+ERR_LIMIT_NEGATIVE = "ERR The LIMIT argument must be >= 0."
+ERR_LIMIT_WITHOUT_STRATEGY = "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"
+ERR_LIMIT_WITHOUT_APPROX = "ERR syntax error, LIMIT cannot be used without the special ~ option"
+ERR_XTRIM_NO_STRATEGY = "ERR syntax error, XTRIM must be called with a trimming strategy"
+ERR_XADD_ZERO_ID = "ERR The ID specified in XADD must be greater than 0-0"
+ERR_XADD_ID_TOO_SMALL = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+ERR_ELEMENTS_TOO_LARGE = "ERR Elements are too large to be stored"
+ERR_XADD_EXHAUSTED = "ERR The stream has exhausted the last possible ID, unable to add more items"
+ERR_XSETID_SMALLER_THAN_PROVIDED_MAX_DELETED = (
+    "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+)
+ERR_XSETID_SMALLER_THAN_TOP = "ERR The ID specified in XSETID is smaller than the target stream top item"
+ERR_XSETID_ENTRIES_ADDED_SMALL = "ERR The entries_added specified in XSETID is smaller than the target stream length"
+ERR_ENTRIES_ADDED_NEGATIVE = "ERR entries_added must be positive"
+
+# Without LIMIT, Redis caps an approximate trim at 100 x stream-node-max-entries (default 100).
+DEFAULT_APPROX_TRIM_LIMIT = 10_000
+
+
+@dataclass(frozen=True)
+class Trim:
+    """A trimming request: MAXLEN n or MINID id, exact or approximate (``~``) with a LIMIT.
+
+    Approximate trims are carried out exactly, capped at ``limit`` (0: no cap): they never remove more
+    than the exact form would, and the reply is the true number removed.
+    """
+
+    strategy: str
+    max_length: int = 0
+    min_id: StreamId = ZERO_ID
+    approximate: bool = False
+    limit: int = 0
+
+
+@dataclass(frozen=True)
+class XAdd:
+    key: str
+    fields: FieldPairs
+    id: StreamId | None = None  # None: "*"
+    seq_given: bool = True
+    nomkstream: bool = False
+    trim: Trim | None = None
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _AddOrTrimArgs:
+    id_position: int
+    explicit: tuple[StreamId, bool] | None
+    trim: Trim | None
+    nomkstream: bool
+
+
+def _parse_add_or_trim(argv: Sequence[str], xadd: bool) -> _AddOrTrimArgs:
+    """Redis' streamParseAddOrTrimArgsOrReply, option by option, in the server's order of checks."""
+    strategy: str | None = None
+    approximate = False
+    max_length = 0
+    min_id = ZERO_ID
+    limit = 0
+    limit_given = False
+    nomkstream = False
+    explicit: tuple[StreamId, bool] | None = None
+    i = 2
+    while i < len(argv):
+        more = len(argv) - 1 - i
+        option = argv[i]
+        if xadd and is_token(option, "*"):
+            break
+        if (is_word(option, MAXLEN) or is_word(option, MINID)) and more:
+            if strategy is not None:
+                raise ReplyError(ERR_MAXLEN_AND_MINID)
+            approximate = False
+            following = argv[i + 1]
+            if more >= 2 and is_token(following, "~"):
+                approximate = True
+                i += 1
+            elif more >= 2 and is_token(following, "="):
+                i += 1
+            if is_word(option, MAXLEN):
+                max_length = int_arg(argv[i + 1])
+                if max_length < 0:
+                    raise ReplyError(ERR_MAXLEN_NEGATIVE)
+                strategy = MAXLEN
+            else:
+                min_id = parse_id(argv[i + 1], strict=True)
+                strategy = MINID
+            i += 1
+        elif is_word(option, "LIMIT") and more:
+            limit = int_arg(argv[i + 1])
+            if limit < 0:
+                raise ReplyError(ERR_LIMIT_NEGATIVE)
+            limit_given = True
+            i += 1
+        elif xadd and is_word(option, "NOMKSTREAM"):
+            nomkstream = True
+        elif xadd:
+            explicit = parse_xadd_id(option)
+            break
+        else:
+            raise ReplyError(SYNTAX)
+        i += 1
+    if limit and strategy is None:
+        raise ReplyError(ERR_LIMIT_WITHOUT_STRATEGY)
+    if not xadd and strategy is None:
+        raise ReplyError(ERR_XTRIM_NO_STRATEGY)
+    if limit_given:
+        if not approximate:
+            raise ReplyError(ERR_LIMIT_WITHOUT_APPROX)
+    elif approximate:
+        limit = DEFAULT_APPROX_TRIM_LIMIT
+    trim = None
+    if strategy is not None:
+        trim = Trim(strategy, max_length, min_id, approximate, limit)
+    return _AddOrTrimArgs(i, explicit, trim, nomkstream)
+
+
+def parse_xadd(argv: Sequence[str]) -> XAdd:
+    parsed = _parse_add_or_trim(argv, xadd=True)
+    field_position = parsed.id_position + 1
+    remaining = len(argv) - field_position
+    if remaining < 2 or remaining % 2 == 1:
+        raise wrong_arity("xadd")
+    values = argv[field_position:]
+    fields = tuple(zip(values[0::2], values[1::2], strict=True))
+    request = XAdd(key=argv[1], fields=fields, nomkstream=parsed.nomkstream, trim=parsed.trim)
+    if parsed.explicit is not None:
+        request = replace(request, id=parsed.explicit[0], seq_given=parsed.explicit[1])
+    return request
+
+
+def parse_xtrim(argv: Sequence[str]) -> Trim:
+    trim = _parse_add_or_trim(argv, xadd=False).trim
+    assert trim is not None
+    return trim
+
+
+@dataclass(frozen=True)
+class XRange:
+    key: str
+    low: StreamId
+    high: StreamId
+    count: int | None  # None: no COUNT given
+    reverse: bool
+
+
+def parse_xrange(argv: Sequence[str], reverse: bool) -> XRange:
+    start_arg, end_arg = (argv[3], argv[2]) if reverse else (argv[2], argv[3])
+    low = parse_range_start(start_arg)
+    high = parse_range_end(end_arg)
+    count: int | None = None
+    j = 4
+    while j < len(argv):
+        if is_word(argv[j], "COUNT") and len(argv) - j - 1 >= 1:
+            count = max(0, int_arg(argv[j + 1]))
+            j += 2
+        else:
+            raise ReplyError(SYNTAX)
+    return XRange(argv[1], low, high, count, reverse)
+
+
+def parse_ids(tokens: Sequence[str]) -> list[StreamId]:
+    """Strict IDs, all or nothing (XDEL, XACK)."""
+    return [parse_id(token, strict=True) for token in tokens]
+
+
+@dataclass(frozen=True)
+class XSetId:
+    key: str
+    last_id: StreamId
+    entries_added: int | None
+    max_deleted_id: StreamId | None
+
+
+def parse_xsetid(argv: Sequence[str]) -> XSetId:
+    last_id = parse_id(argv[2], strict=True)
+    entries_added: int | None = None
+    max_deleted: StreamId | None = None
+    i = 3
+    while i < len(argv):
+        more = len(argv) - 1 - i
+        if is_word(argv[i], "ENTRIESADDED") and more:
+            entries_added = int_arg(argv[i + 1])
+            if entries_added < 0:
+                raise ReplyError(ERR_ENTRIES_ADDED_NEGATIVE)
+        elif is_word(argv[i], "MAXDELETEDID") and more:
+            max_deleted = parse_id(argv[i + 1], strict=True)
+            if last_id < max_deleted:
+                raise ReplyError(ERR_XSETID_SMALLER_THAN_PROVIDED_MAX_DELETED)
+        else:
+            raise ReplyError(SYNTAX)
+        i += 2
+    return XSetId(argv[1], last_id, entries_added, max_deleted)
+
+
+# --- running --------------------------------------------------------------------------------------------
+
+
+def put_stream_head(ctx: Context, before: StreamMeta | None, after: StreamMeta) -> None:
+    """Writes the stream head, guarded on the version the command read (absent: must still be absent)."""
+    expect = before.version if before is not None else None
+    base = after if before is not None else replace(after, version=-1)
+    ctx.plan.add(Write(stream_head_row(base, ctx.txn), guard=True, expect_version=expect))
+
+
+def run_xadd(ctx: Context, request: XAdd) -> StreamId | None:
+    """Appends an entry, as XADD does; returns its ID, or None under NOMKSTREAM on a missing key."""
+    if request.id is not None and request.seq_given and request.id.is_zero:
+        raise ReplyError(ERR_XADD_ZERO_ID)
+    meta = ctx.snapshot.stream(request.key)
+    if meta is None:
+        if request.nomkstream:
+            return None
+        current = StreamMeta(request.key)
+    else:
+        current = meta
+    if current.last_id == MAX_ID:
+        raise ReplyError(ERR_XADD_EXHAUSTED)
+    new_id = next_entry_id(current.last_id, request.id, request.seq_given, ctx.now)
+    entry = Entry(new_id, request.fields)
+    after = replace(
+        current,
+        last_id=new_id,
+        length=current.length + 1,
+        entries_added=current.entries_added + 1,
+        first_id=new_id if current.length == 0 else current.first_id,
+    )
+    keep_new_entry = True
+    if request.trim is not None:
+        after, keep_new_entry = _trim(ctx, after, request.trim, new_entry=entry)
+    if keep_new_entry:
+        ctx.plan.add(Write(entry_row(request.key, entry, ctx.txn)))
+    put_stream_head(ctx, meta, after)
+    return new_id
+
+
+def next_entry_id(last_id: StreamId, given: StreamId | None, seq_given: bool, now: int) -> StreamId:
+    """The ID XADD assigns (streamAppendItem): ``*``, ``ms-*`` or explicit, strictly above ``last_id``."""
+    if given is None:
+        new_id = StreamId(now, 0) if now > last_id.ms else last_id.incr()
+    elif seq_given:
+        new_id = given
+    elif given.ms == last_id.ms:
+        if last_id.seq == MAX_ID.seq:
+            # Redis 7.0 reports this overflow with the ERANGE text (streamAppendItem sets errno so).
+            raise ReplyError(ERR_ELEMENTS_TOO_LARGE)
+        new_id = StreamId(last_id.ms, last_id.seq + 1)
+    else:
+        new_id = given
+    if new_id <= last_id:
+        raise ReplyError(ERR_XADD_ID_TOO_SMALL)
+    return new_id
+
+
+def run_xtrim(ctx: Context, key: str, trim: Trim) -> int:
+    meta = ctx.snapshot.stream(key)
+    if meta is None:
+        return 0
+    after, _ = _trim(ctx, meta, trim, new_entry=None)
+    removed = meta.length - after.length
+    if removed:
+        put_stream_head(ctx, meta, after)
+    return removed
+
+
+def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -> tuple[StreamMeta, bool]:
+    """Removes the oldest entries as the trim asks; ``new_entry`` is appended but not stored yet.
+
+    Returns the stream head after trimming and whether the new entry survived it.
+    """
+    stored_length = meta.length - (1 if new_entry is not None else 0)
+    if trim.strategy == MAXLEN:
+        to_remove = max(0, meta.length - trim.max_length)
+    else:
+        below = ctx.snapshot.count_entries(meta.key, ZERO_ID, trim.min_id.decr()) if not trim.min_id.is_zero else 0
+        new_below = 1 if new_entry is not None and new_entry.id < trim.min_id else 0
+        to_remove = below + new_below
+    if trim.approximate and trim.limit:
+        to_remove = min(to_remove, trim.limit)
+    if to_remove == 0:
+        return meta, True
+    from_stored = min(to_remove, stored_length)
+    new_entry_removed = to_remove > stored_length
+    if from_stored:
+        oldest = (
+            ctx.snapshot.partition(stream_partition(meta.key), C.KIND_ENTRY)
+            .orderBy(C.ID_MS, C.ID_SEQ)
+            .limit(from_stored)
+        )
+        ctx.plan.add_frame(source_frame_for_deletes(oldest), stream_partition(meta.key))
+    length = meta.length - to_remove
+    if length == 0:
+        first_id = ZERO_ID
+    elif from_stored < stored_length:
+        first_id = ctx.snapshot.nth_entry_id(meta.key, from_stored)
+    else:
+        assert new_entry is not None
+        first_id = new_entry.id
+    return replace(meta, length=length, first_id=first_id), not new_entry_removed
+
+
+def run_xrange(ctx: Context, request: XRange) -> list[Entry] | None:
+    """Entries of the range; None stands for Redis' null array (COUNT 0 on an existing key)."""
+    meta = ctx.snapshot.stream(request.key)
+    if meta is None:
+        return []
+    if request.count == 0:
+        return None
+    return ctx.snapshot.entries(request.key, request.low, request.high, request.count, request.reverse)
+
+
+def run_xlen(ctx: Context, key: str) -> int:
+    meta = ctx.snapshot.stream(key)
+    return 0 if meta is None else meta.length
+
+
+def run_xdel(ctx: Context, key: str, tokens: Sequence[str]) -> int:
+    meta = ctx.snapshot.stream(key)
+    if meta is None:
+        return 0
+    ids = parse_ids(tokens)
+    existing = ctx.snapshot.entries_by_id(key, ids)
+    if not existing:
+        return 0
+    for entry_id in existing:
+        ctx.plan.add(Write(entry_key(key, entry_id), delete=True))
+    length = meta.length - len(existing)
+    first_id = meta.first_id
+    if length == 0:
+        first_id = ZERO_ID
+    elif meta.first_id in existing:
+        candidates = ctx.snapshot.entry_ids(key, meta.first_id, MAX_ID, count=len(existing) + 1)
+        first_id = next(i for i in candidates if i not in existing)
+    after = replace(
+        meta,
+        length=length,
+        first_id=first_id,
+        max_deleted_id=max(meta.max_deleted_id, *existing),
+    )
+    put_stream_head(ctx, meta, after)
+    return len(existing)
+
+
+def run_xsetid(ctx: Context, request: XSetId) -> str:
+    meta = ctx.snapshot.stream(request.key)
+    if meta is None:
+        raise ReplyError("ERR no such key")
+    if meta.length > 0:
+        top = ctx.snapshot.last_entry_id(request.key)
+        if top is not None and request.last_id < top:
+            raise ReplyError(ERR_XSETID_SMALLER_THAN_TOP)
+        if request.entries_added is not None and meta.length > request.entries_added:
+            raise ReplyError(ERR_XSETID_ENTRIES_ADDED_SMALL)
+    after = replace(meta, last_id=request.last_id)
+    if request.entries_added is not None:
+        after = replace(after, entries_added=request.entries_added)
+    if request.max_deleted_id is not None and not request.max_deleted_id.is_zero:
+        after = replace(after, max_deleted_id=request.max_deleted_id)
+    put_stream_head(ctx, meta, after)
+    return "OK"
+
+
+def run_del(ctx: Context, keys: Sequence[str]) -> int:
+    """Deletes stream keys with their groups in one commit; returns how many existed."""
+    deleted = 0
+    for key in dict.fromkeys(keys):
+        meta = ctx.snapshot.stream(key)
+        if meta is None:
+            continue
+        deleted += 1
+        delete_stream(ctx, meta)
+    return deleted
+
+
+def delete_stream(ctx: Context, meta: StreamMeta) -> None:
+    """Adds the writes that remove a stream, its entries and all its groups' rows."""
+    ctx.plan.add(Write(stream_head_key(meta.key), delete=True, guard=True, expect_version=meta.version))
+    partitions = [stream_partition(meta.key)]
+    for group in ctx.snapshot.groups(meta.key):
+        ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
+        partitions.append(group_partition(meta.key, group.name))
+    rows = ctx.snapshot.frame().where(F.col(C.PARTITION_ID).isin(partitions) & ~F.col(C.ROW_KIND).isin(*C.HEAD_KINDS))
+    for partition in partitions:
+        ctx.plan.partitions.add(partition)
+    ctx.plan.frames.append(source_frame_for_deletes(rows))
+
+
+def run_exists(ctx: Context, keys: Sequence[str]) -> int:
+    return sum(1 for key in keys if ctx.snapshot.stream(key) is not None)

@@ -1,0 +1,251 @@
+"""The store's state as plain values, and the row writes a command asks for.
+
+Commands read these values from a snapshot, decide as Redis would, and return ``Write``s; the
+transaction module commits all of a command's writes in one guarded Delta MERGE. Nothing here
+touches Spark, so the command logic is testable without a session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.ids import ZERO_ID, StreamId, to_stored
+from streamclaim_spark.schema import group_partition, stream_partition
+
+FieldPairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A stream entry: its ID and its field/value pairs in XADD order (duplicates kept)."""
+
+    id: StreamId
+    fields: FieldPairs
+
+    def flat(self) -> list[str]:
+        """Fields and values interleaved, as Redis replies with them."""
+        return [item for pair in self.fields for item in pair]
+
+
+@dataclass(frozen=True)
+class StreamMeta:
+    """A stream's head row: what XINFO STREAM reports besides entries, plus its groups' names."""
+
+    key: str
+    last_id: StreamId = ZERO_ID
+    entries_added: int = 0
+    length: int = 0
+    first_id: StreamId = ZERO_ID
+    max_deleted_id: StreamId = ZERO_ID
+    groups: tuple[str, ...] = ()
+    version: int = -1  # -1: not stored yet
+
+
+@dataclass(frozen=True)
+class GroupMeta:
+    """A consumer group's head row: its cursor (last delivered ID) and entries-read counter."""
+
+    key: str
+    name: str
+    last_id: StreamId = ZERO_ID
+    entries_read: int = C.ENTRIES_READ_UNKNOWN
+    version: int = -1
+
+
+@dataclass(frozen=True)
+class ConsumerMeta:
+    """A consumer of a group: when it was last seen and last active (-1: never active)."""
+
+    name: str
+    seen_time: int
+    active_time: int = C.NEVER_ACTIVE
+
+
+@dataclass(frozen=True)
+class PendingEntry:
+    """A PEL entry: delivered to ``owner``, not yet acknowledged."""
+
+    id: StreamId
+    owner: str
+    delivery_time: int
+    delivery_count: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    """How the MERGE claims one PEL entry; its conditions decide inside the transaction (XCLAIM §10).
+
+    Args:
+        live: The stream entry exists; when it does not, a pending row is purged instead.
+        cutoff: Claim only if the stored delivery time is <= cutoff (``now - min_idle``); None: no
+            idle check (min-idle 0).
+        owner: The claiming consumer.
+        delivery_time: The delivery time written on a win.
+        steps: How many times the entry is claimed (XCLAIM processes a repeated ID once per occurrence).
+        retry_count: RETRYCOUNT: the delivery count to write; None: count the deliveries.
+        just_id: JUSTID: leave the delivery count unchanged.
+        force: FORCE: create the PEL entry when the entry exists but is not pending.
+    """
+
+    live: bool
+    cutoff: int | None
+    owner: str
+    delivery_time: int
+    steps: int = 1
+    retry_count: int | None = None
+    just_id: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Write:
+    """One row change of a command.
+
+    ``guard`` marks a head row whose stored version must still be ``expect_version`` when the MERGE
+    runs (``None``: the row must not exist yet); a guarded write that finds anything else aborts the
+    whole commit so the command re-runs on a fresh snapshot.
+    """
+
+    row: Mapping[str, Any]
+    delete: bool = False
+    guard: bool = False
+    expect_version: int | None = None
+    claim: Claim | None = None
+
+    @property
+    def partition(self) -> str:
+        return str(self.row[C.PARTITION_ID])
+
+    def key(self) -> tuple[Any, ...]:
+        return tuple(self.row.get(column) for column in C.KEY_COLUMNS)
+
+
+@dataclass
+class Plan:
+    """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
+
+    ``frames`` hold DataFrames shaped like the MERGE source (see transaction.py); they let a command
+    delete or rewrite millions of rows without collecting them to the driver.
+    """
+
+    writes: list[Write] = field(default_factory=list)
+    frames: list[Any] = field(default_factory=list)
+    partitions: set[str] = field(default_factory=set)
+
+    def add(self, write: Write) -> None:
+        self.writes.append(write)
+        self.partitions.add(write.partition)
+
+    def add_frame(self, frame: Any, partition: str) -> None:
+        self.frames.append(frame)
+        self.partitions.add(partition)
+
+    @property
+    def empty(self) -> bool:
+        return not self.writes and not self.frames
+
+
+# --- rows -------------------------------------------------------------------------------------------
+
+
+def stream_head_row(meta: StreamMeta, txn: str) -> dict[str, Any]:
+    """The stream head row for ``meta`` with its version bumped."""
+    return {
+        C.PARTITION_ID: stream_partition(meta.key),
+        C.ROW_KIND: C.KIND_STREAM,
+        C.STREAM: meta.key,
+        C.LAST_MS: to_stored(meta.last_id.ms),
+        C.LAST_SEQ: to_stored(meta.last_id.seq),
+        C.ENTRIES_ADDED: meta.entries_added,
+        C.ENTRY_COUNT: meta.length,
+        C.FIRST_MS: to_stored(meta.first_id.ms),
+        C.FIRST_SEQ: to_stored(meta.first_id.seq),
+        C.MAX_DELETED_MS: to_stored(meta.max_deleted_id.ms),
+        C.MAX_DELETED_SEQ: to_stored(meta.max_deleted_id.seq),
+        C.GROUP_NAMES: list(meta.groups),
+        C.VERSION: meta.version + 1,
+        C.TXN: txn,
+    }
+
+
+def stream_head_key(key: str) -> dict[str, Any]:
+    return {C.PARTITION_ID: stream_partition(key), C.ROW_KIND: C.KIND_STREAM, C.STREAM: key}
+
+
+def entry_row(key: str, entry: Entry, txn: str) -> dict[str, Any]:
+    return {
+        C.PARTITION_ID: stream_partition(key),
+        C.ROW_KIND: C.KIND_ENTRY,
+        C.STREAM: key,
+        C.ID_MS: to_stored(entry.id.ms),
+        C.ID_SEQ: to_stored(entry.id.seq),
+        C.FIELDS: [{"field": f, "value": v} for f, v in entry.fields],
+        C.TXN: txn,
+    }
+
+
+def entry_key(key: str, entry_id: StreamId) -> dict[str, Any]:
+    return {
+        C.PARTITION_ID: stream_partition(key),
+        C.ROW_KIND: C.KIND_ENTRY,
+        C.STREAM: key,
+        C.ID_MS: to_stored(entry_id.ms),
+        C.ID_SEQ: to_stored(entry_id.seq),
+    }
+
+
+def group_head_row(group: GroupMeta, txn: str) -> dict[str, Any]:
+    """The group head row for ``group`` with its version bumped."""
+    return {
+        C.PARTITION_ID: group_partition(group.key, group.name),
+        C.ROW_KIND: C.KIND_GROUP,
+        C.STREAM: group.key,
+        C.GROUP: group.name,
+        C.LAST_MS: to_stored(group.last_id.ms),
+        C.LAST_SEQ: to_stored(group.last_id.seq),
+        C.ENTRIES_READ: group.entries_read,
+        C.VERSION: group.version + 1,
+        C.TXN: txn,
+    }
+
+
+def consumer_row(key: str, group: str, consumer: ConsumerMeta, txn: str) -> dict[str, Any]:
+    return {
+        C.PARTITION_ID: group_partition(key, group),
+        C.ROW_KIND: C.KIND_CONSUMER,
+        C.STREAM: key,
+        C.GROUP: group,
+        C.CONSUMER: consumer.name,
+        C.SEEN_TIME_MS: consumer.seen_time,
+        C.ACTIVE_TIME_MS: consumer.active_time,
+        C.TXN: txn,
+    }
+
+
+def pending_row(key: str, group: str, pending: PendingEntry, txn: str) -> dict[str, Any]:
+    return {
+        C.PARTITION_ID: group_partition(key, group),
+        C.ROW_KIND: C.KIND_PENDING,
+        C.STREAM: key,
+        C.GROUP: group,
+        C.ID_MS: to_stored(pending.id.ms),
+        C.ID_SEQ: to_stored(pending.id.seq),
+        C.OWNER: pending.owner,
+        C.DELIVERY_TIME_MS: pending.delivery_time,
+        C.DELIVERY_COUNT: pending.delivery_count,
+        C.TXN: txn,
+    }
+
+
+def pending_key(key: str, group: str, entry_id: StreamId) -> dict[str, Any]:
+    return {
+        C.PARTITION_ID: group_partition(key, group),
+        C.ROW_KIND: C.KIND_PENDING,
+        C.STREAM: key,
+        C.GROUP: group,
+        C.ID_MS: to_stored(entry_id.ms),
+        C.ID_SEQ: to_stored(entry_id.seq),
+    }

@@ -1,0 +1,96 @@
+"""The one place that builds a SparkSession for the store.
+
+Users may pass their own Delta-enabled session to ``StreamStore.open``; otherwise this module builds a
+local one. The Delta JVM jar is resolved from Maven Central by Spark's own ``spark.jars.packages`` the
+first time and served from the Ivy cache afterwards, so later starts work offline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+# delta-spark 4.4.1 on PyPI is a Python-only patch release: Maven Central carries the JVM artifact for
+# Spark 4.2 only up to 4.4.0, which the 4.4.1 Python API drives unchanged (docs/DESIGN.md, "Stack").
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+# Settings that suit a store of small commits on a small machine; any of them can be overridden.
+DEFAULT_CONF: Mapping[str, str] = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    "spark.jars.packages": DELTA_PACKAGE,
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    # Delta rebuilds snapshots with this many partitions; the default of 50 costs ~1 s per command here.
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.databricks.delta.delta.log.cacheSize": "16",
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+    # Claims rely on MERGE writing deletion vectors rather than copying whole files.
+    "spark.databricks.delta.merge.deletionVectors.persistent": "true",
+}
+
+# Loggers that print a stack trace at ERROR for a failure the store expects and handles itself:
+# a MERGE aborted by its stale-snapshot guard (see transaction.py).
+_EXPECTED_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.delta.commands.MergeIntoCommand",
+    "org.apache.spark.sql.delta.commands.merge.MergeIntoMaterializeSource",
+)
+
+
+def build_session(
+    master: str | None = "local[2]",
+    app_name: str = "streamclaim-spark",
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Builds (or reuses) a Delta-enabled SparkSession.
+
+    Args:
+        master: Spark master URL; None leaves it to spark-submit (default ``local[2]``).
+        app_name: Application name shown in Spark's logs.
+        conf: Extra Spark settings; they override ``DEFAULT_CONF`` key by key.
+    """
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None:
+        builder = builder.master(master)
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    quiet_expected_failures(spark)
+    return spark
+
+
+def active_or_new_session() -> SparkSession:
+    """Returns the active session when there is one (spark-submit, notebooks), else builds a local one."""
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        return build_session()
+    return spark
+
+
+def require_delta(spark: SparkSession) -> None:
+    """Raises ValueError unless the session has Delta's SQL extension and catalog configured."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    if DELTA_EXTENSION not in extensions:
+        raise ValueError(
+            "spark: the SparkSession is not Delta-enabled (spark.sql.extensions lacks "
+            f"{DELTA_EXTENSION}). Build it with streamclaim_spark.session.build_session(), or set "
+            f"spark.sql.extensions={DELTA_EXTENSION}, spark.sql.catalog.spark_catalog={DELTA_CATALOG} "
+            f"and spark.jars.packages={DELTA_PACKAGE}."
+        )
+
+
+def quiet_expected_failures(spark: SparkSession) -> None:
+    """Stops Spark from logging a stack trace for every MERGE the stale-snapshot guard aborts."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    fatal = jvm.org.apache.logging.log4j.Level.FATAL
+    for name in _EXPECTED_FAILURE_LOGGERS:
+        configurator.setLevel(name, fatal)

@@ -1,0 +1,284 @@
+"""Commits a command's writes as one guarded Delta MERGE, and re-runs commands that lose a race.
+
+Every partition of the state table has one head row (a stream's or a group's) with a ``version``.
+A command reads a snapshot, decides, and commits one MERGE that (1) checks that every head it decided
+on still has the version it read, aborting through ``raise_error`` otherwise, and (2) applies its
+writes. Delta's optimistic concurrency covers the window between the MERGE's own read and its commit;
+the guard covers the window between the command's read and the MERGE's start. A command that loses
+either way is re-run from a fresh snapshot with jittered exponential backoff (docs/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from delta.tables import DeltaTable
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.model import Plan, Write
+from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA
+
+log = logging.getLogger(__name__)
+
+# Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
+STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
+
+# Delta's Python conflict classes do not share a base class (reference/delta-concurrency.md §1.9).
+CONFLICT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+    DeltaConcurrentModificationException,
+)
+
+# The MERGE source: a state row plus what to do with it.
+OP_DELETE = "_delete"
+OP_GUARD = "_guard"
+OP_EXPECT = "_expect"
+# Claim columns (model.Claim): set on PEL rows that the MERGE claims under its own conditions.
+OP_CLAIM = "_claim"
+CLAIM_LIVE = "_live"
+CLAIM_CUTOFF = "_cutoff"
+CLAIM_STEPS = "_steps"
+CLAIM_RETRY = "_retry"
+CLAIM_JUST_ID = "_just_id"
+CLAIM_FORCE = "_force"
+SOURCE_SCHEMA = StructType(
+    [
+        *STATE_SCHEMA.fields,
+        StructField(OP_DELETE, BooleanType(), nullable=False),
+        StructField(OP_GUARD, BooleanType(), nullable=False),
+        StructField(OP_EXPECT, LongType()),
+        StructField(OP_CLAIM, BooleanType(), nullable=False),
+        StructField(CLAIM_LIVE, BooleanType()),
+        StructField(CLAIM_CUTOFF, LongType()),
+        StructField(CLAIM_STEPS, LongType()),
+        StructField(CLAIM_RETRY, LongType()),
+        StructField(CLAIM_JUST_ID, BooleanType()),
+        StructField(CLAIM_FORCE, BooleanType()),
+    ]
+)
+_CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST_ID, CLAIM_FORCE)
+_VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS)
+_RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
+
+
+class ConflictRetriesExhaustedError(RuntimeError):
+    """Raised when a command lost its commit race more often than the retry policy allows."""
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a command re-runs after losing a commit race.
+
+    Args:
+        max_attempts: Attempts in all, first one included (default 64).
+        base_delay_s: Backoff before the second attempt; doubles per attempt (default 0.05 s).
+        max_delay_s: Cap on one backoff (default 2 s). Each delay is jittered uniformly in [0.5, 1.5)x.
+    """
+
+    max_attempts: int = 64
+    base_delay_s: float = 0.05
+    max_delay_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts={self.max_attempts} must be at least 1")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ValueError("base_delay_s and max_delay_s must not be negative")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        bounded = min(self.max_delay_s, self.base_delay_s * float(2 ** (attempt - 1)))
+        return bounded * random.uniform(0.5, 1.5)
+
+
+def is_lost_race(error: BaseException) -> bool:
+    """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
+    if isinstance(error, CONFLICT_EXCEPTIONS):
+        return True
+    return isinstance(error, PySparkException) and STALE_SNAPSHOT_MARKER in str(error)
+
+
+T = TypeVar("T")
+
+
+def run_with_retries(attempt_once: Callable[[int], T], policy: RetryPolicy, what: str) -> tuple[T, int]:
+    """Calls ``attempt_once(attempt)`` until it does not lose a race; returns its result and attempts."""
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            return attempt_once(attempt), attempt
+        except Exception as error:
+            if not is_lost_race(error):
+                raise
+            if attempt == policy.max_attempts:
+                raise ConflictRetriesExhaustedError(
+                    f"{what}: lost the commit race {attempt} times; raise RetryPolicy.max_attempts "
+                    "or reduce the number of concurrent writers on the same stream or group"
+                ) from error
+            delay = policy.delay(attempt)
+            log.info(
+                "%s lost a commit race (%s); attempt %d again in %.3f s", what, type(error).__name__, attempt + 1, delay
+            )
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
+    """The MERGE source rows for ``writes``; the last write to a key wins, as in a sequential program."""
+    by_key: dict[tuple[Any, ...], Write] = {}
+    for write in writes:
+        by_key[write.key()] = write
+    return [_source_row(write) for write in by_key.values()]
+
+
+def _source_row(write: Write) -> tuple[Any, ...]:
+    claim = write.claim
+    row = dict(write.row)
+    claim_values: tuple[Any, ...] = (None,) * len(_CLAIM_COLUMNS)
+    if claim is not None:
+        # The row carries what a win writes; the MERGE's conditions decide whether it wins.
+        row.update({C.OWNER: claim.owner, C.DELIVERY_TIME_MS: claim.delivery_time})
+        claim_values = (
+            claim.live,
+            claim.cutoff,
+            claim.steps,
+            claim.retry_count,
+            claim.just_id,
+            claim.force,
+        )
+    return (
+        *(row.get(name) for name in COLUMN_NAMES),
+        write.delete,
+        write.guard,
+        write.expect_version,
+        claim is not None,
+        *claim_values,
+    )
+
+
+def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
+    """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them."""
+    return source_frame(rows, delete=True)
+
+
+def source_frame(rows: DataFrame, delete: bool = False) -> DataFrame:
+    """Turns state-table rows into MERGE source rows that write them (or delete them)."""
+    return rows.select(
+        *COLUMN_NAMES,
+        F.lit(delete).alias(OP_DELETE),
+        F.lit(False).alias(OP_GUARD),
+        F.lit(None).cast(LongType()).alias(OP_EXPECT),
+        F.lit(False).alias(OP_CLAIM),
+        *(F.lit(None).cast(SOURCE_SCHEMA[name].dataType).alias(name) for name in _CLAIM_COLUMNS),
+    )
+
+
+# Delivery count written by a claim win: RETRYCOUNT, else unchanged with JUSTID, else one more per step.
+# A FORCE insert starts from Redis' fresh NACK count of 1.
+_CLAIMED_COUNT = (
+    f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
+    f"WHEN s.{CLAIM_JUST_ID} THEN t.{C.DELIVERY_COUNT} ELSE t.{C.DELIVERY_COUNT} + s.{CLAIM_STEPS} END"
+)
+_FORCED_COUNT = (
+    f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
+    f"WHEN s.{CLAIM_JUST_ID} THEN 1 ELSE 1 + s.{CLAIM_STEPS} END"
+)
+_IS_IDLE = f"(s.{CLAIM_CUTOFF} IS NULL OR t.{C.DELIVERY_TIME_MS} <= s.{CLAIM_CUTOFF})"
+_CLAIM_SET = {
+    C.OWNER: f"s.{C.OWNER}",
+    C.DELIVERY_TIME_MS: f"s.{C.DELIVERY_TIME_MS}",
+    C.DELIVERY_COUNT: _CLAIMED_COUNT,
+    C.TXN: f"s.{C.TXN}",
+}
+
+
+def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str) -> int:
+    """Commits ``plan`` as one MERGE and returns the Delta version it created.
+
+    ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
+    created travel through session-local settings.
+    """
+    source = spark.createDataFrame(source_rows(plan.writes), SOURCE_SCHEMA)
+    for frame in plan.frames:
+        source = source.unionByName(frame)
+    partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
+    # The partition literals let Delta's conflict check see that commands on other partitions
+    # (other streams, other groups) cannot interfere with this one.
+    on = (
+        f"t.{C.PARTITION_ID} IN ({partitions}) AND t.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
+        f"AND t.{C.ROW_KIND} = s.{C.ROW_KIND} AND t.{C.ID_MS} <=> s.{C.ID_MS} "
+        f"AND t.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND t.{C.CONSUMER} <=> s.{C.CONSUMER}"
+    )
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
+    (
+        DeltaTable.forPath(spark, table_path)
+        .alias("t")
+        .merge(source.alias("s"), on)
+        .whenMatchedUpdate(
+            condition=f"s.{OP_GUARD} AND NOT (t.{C.VERSION} <=> s.{OP_EXPECT})",
+            set={C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"},
+        )
+        .whenMatchedDelete(condition=f"s.{OP_DELETE} OR (s.{OP_CLAIM} AND NOT s.{CLAIM_LIVE})")
+        .whenMatchedUpdate(condition=f"s.{OP_CLAIM} AND {_IS_IDLE}", set=_CLAIM_SET)
+        .whenMatchedUpdate(condition=f"NOT s.{OP_CLAIM}", set={name: f"s.`{name}`" for name in _VALUE_COLUMNS})
+        .whenNotMatchedInsert(
+            condition=f"s.{OP_GUARD} AND s.{OP_EXPECT} IS NOT NULL",
+            values={C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"},
+        )
+        .whenNotMatchedInsert(
+            condition=f"s.{OP_CLAIM} AND s.{CLAIM_FORCE} AND s.{CLAIM_LIVE}",
+            values={
+                **{name: f"s.`{name}`" for name in COLUMN_NAMES},
+                C.DELIVERY_COUNT: _FORCED_COUNT,
+            },
+        )
+        .whenNotMatchedInsert(
+            condition=f"NOT s.{OP_DELETE} AND NOT s.{OP_CLAIM}",
+            values={name: f"s.`{name}`" for name in COLUMN_NAMES},
+        )
+        .execute()
+    )
+    return committed_version(spark)
+
+
+def committed_version(spark: SparkSession) -> int:
+    """The version of the last commit made through ``spark`` (a session-local Delta setting)."""
+    value = spark.conf.get("spark.databricks.delta.lastCommitVersionInSession", None)
+    if value is None:
+        raise RuntimeError("Delta did not report the version of the commit just made")
+    return int(value)
+
+
+def latest_version(spark: SparkSession, table_path: str) -> int:
+    """The table's newest version, asking Delta to look for new commits (one log listing)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
+    snapshot = delta_log.update(
+        False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
+    )
+    return int(snapshot.version())

@@ -6,9 +6,19 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 
 from __future__ import annotations
 
+from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy
 
-__all__ = ["ConflictRetriesExhaustedError", "ReplyError", "RetryPolicy", "StreamId", "StreamStore"]
+__all__ = [
+    "BatchClaim",
+    "ClaimRequest",
+    "ConflictRetriesExhaustedError",
+    "ReplyError",
+    "RetryPolicy",
+    "StaleSelection",
+    "StreamId",
+    "StreamStore",
+]

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamclaim_spark import bulk
+from streamclaim_spark import batch_claim, bulk
+from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.bulk import BulkAppend, BulkDelivery
 from streamclaim_spark.context import Context
 from streamclaim_spark.session import active_or_new_session, require_delta
@@ -131,6 +132,23 @@ class StreamStore:
     def deliver(self, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
         """Delivers up to ``count`` new entries to ``consumer`` in one commit (see bulk.deliver)."""
         return bulk.deliver(self, key, group, consumer, count)
+
+    # --- batched claims ------------------------------------------------------------------------------------
+
+    def claim_stale(
+        self,
+        selection: StaleSelection,
+        new_owner: str | Sequence[str],
+        *,
+        just_id: bool = False,
+        dry_run: bool = False,
+    ) -> BatchClaim:
+        """Claims every stale pending entry the selection names, in one MERGE (see batch_claim)."""
+        return batch_claim.claim_stale(self, selection, new_owner, just_id=just_id, dry_run=dry_run)
+
+    def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
+        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see batch_claim.claim_batch)."""
+        return batch_claim.claim_batch(self, requests)
 
     # --- Redis --------------------------------------------------------------------------------------------
 

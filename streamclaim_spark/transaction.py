@@ -234,6 +234,13 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         f"AND t.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND t.{C.CONSUMER} <=> s.{C.CONSUMER}"
     )
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
+    small = not plan.frames
+    # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
+    # deletion vectors, and a local source needs no materializing. Bulk plans keep both (docs/DESIGN.md).
+    spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
+    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
+    # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
     (
         DeltaTable.forPath(spark, table_path)
         .alias("t")

@@ -118,10 +118,7 @@ def run_xgroup(ctx: Context, request: XGroup) -> Any:
         return _create(ctx, key, name, argv[4], meta, group, request.entries_read)
     if sub == "setid" and len(argv) in (5, 7):
         assert meta is not None and group is not None
-        if is_token(argv[4], "$"):
-            last_id = meta.last_id
-        else:
-            last_id = parse_id(argv[4], strict=False)
+        last_id = meta.last_id if is_token(argv[4], "$") else parse_id(argv[4], strict=False)
         _put_group(ctx, group, replace(group, last_id=last_id, entries_read=request.entries_read))
         return "OK"
     if sub == "destroy" and len(argv) == 4:
@@ -171,6 +168,7 @@ def _put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
 
 
 def put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
+    """Writes the group head, guarded on the version read (every write to a group bumps it)."""
     _put_group(ctx, before, after)
 
 

@@ -1,0 +1,389 @@
+"""Batched claims beyond Redis: many streams, groups and entries claimed in one Delta MERGE.
+
+``claim_stale`` recovers every stale pending entry that a selection names — streams and groups by
+name or glob pattern, current owners, a delivery-count range, any SQL predicate — handing each to one
+consumer or spreading them over several, without collecting entries to the driver. ``claim_batch``
+runs many Redis-style XCLAIM/XAUTOCLAIM requests in one transaction and returns Redis replies for
+each. Both commit one guarded MERGE whose conditions carry the idle predicate (see claim.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark import claim as claims
+from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.context import Context
+from streamclaim_spark.ids import STORED_OFFSET
+from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
+from streamclaim_spark.replies import entry_reply
+from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.transaction import (
+    CLAIM_CUTOFF,
+    CLAIM_FORCE,
+    CLAIM_JUST_ID,
+    CLAIM_LIVE,
+    CLAIM_RETRY,
+    CLAIM_STEPS,
+    OP_CLAIM,
+    OP_DELETE,
+    OP_EXPECT,
+    OP_GUARD,
+)
+
+if TYPE_CHECKING:
+    from streamclaim_spark.store import StreamStore
+
+
+@dataclass(frozen=True)
+class StaleSelection:
+    """Which pending entries ``claim_stale`` considers.
+
+    Args:
+        min_idle_ms: Only entries idle at least this long (``now - delivery_time >= min_idle_ms``).
+        streams: Stream names or glob patterns (``orders-*``); default every stream.
+        groups: Group names or glob patterns; default every group.
+        owners: Only entries currently owned by one of these consumers (default any owner).
+        min_deliveries: Only entries delivered at least this often (default no bound).
+        max_deliveries: Only entries delivered at most this often (default no bound).
+        where: Extra Spark SQL predicate over the pending rows' columns (``owner``,
+            ``delivery_count``, ``delivery_time_ms``, ``stream``, ``group_name``), default none.
+    """
+
+    min_idle_ms: int
+    streams: tuple[str, ...] = ("*",)
+    groups: tuple[str, ...] = ("*",)
+    owners: tuple[str, ...] | None = None
+    min_deliveries: int | None = None
+    max_deliveries: int | None = None
+    where: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_idle_ms < 0:
+            raise ValueError(f"min_idle_ms={self.min_idle_ms}: give 0 or more milliseconds")
+        for name in ("streams", "groups"):
+            if isinstance(getattr(self, name), str):
+                raise ValueError(f"{name}: give a tuple of names or patterns, e.g. ({getattr(self, name)!r},)")
+        if self.owners is not None and isinstance(self.owners, str):
+            raise ValueError(f"owners: give a tuple of consumer names, e.g. ({self.owners!r},)")
+        low, high = self.min_deliveries, self.max_deliveries
+        if low is not None and high is not None and low > high:
+            raise ValueError(f"min_deliveries={low} is above max_deliveries={high}: the range is empty")
+
+
+@dataclass(frozen=True)
+class BatchClaim:
+    """The outcome of a batched claim.
+
+    ``claimed`` is a DataFrame (stream, group_name, id, owner, delivery_count, delivery_time_ms,
+    fields) of the entries the commit moved, read at the committed version; with ``dry_run`` it lists
+    what would be claimed. ``counts`` maps (stream, group) to (claimed, purged) numbers.
+    """
+
+    claimed: DataFrame
+    counts: dict[tuple[str, str], tuple[int, int]]
+    version: int | None
+    attempts: int
+    replies: list[Any] = field(default_factory=list)
+
+    @property
+    def total_claimed(self) -> int:
+        return sum(claimed for claimed, _ in self.counts.values())
+
+    @property
+    def total_purged(self) -> int:
+        return sum(purged for _, purged in self.counts.values())
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def selected_groups(ctx: Context, selection: StaleSelection) -> list[GroupMeta]:
+    """The (stream, group) heads the selection names, read from the stream heads."""
+    heads = ctx.snapshot.frame().where(F.col(C.ROW_KIND) == C.KIND_STREAM).select(C.STREAM, C.GROUP_NAMES).collect()
+    selected = []
+    for row in heads:
+        key = row[C.STREAM]
+        if not _matches(key, selection.streams):
+            continue
+        names = [g for g in (row[C.GROUP_NAMES] or []) if _matches(g, selection.groups)]
+        ctx.snapshot.load_heads(key, names)
+        selected.extend(g for g in (ctx.snapshot.group(key, name) for name in names) if g is not None)
+    return selected
+
+
+def _new_owner(owners: Sequence[str]) -> Column:
+    """One consumer, or a stable spread over several (by a hash of the entry's stream, group and ID)."""
+    if len(owners) == 1:
+        return F.lit(owners[0])
+    bucket = F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.lit(len(owners))) + 1
+    return F.element_at(F.array(*(F.lit(o) for o in owners)), bucket.cast("int"))
+
+
+def _candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:
+    """Stale pending rows of the selected groups, each with its new owner and whether its entry lives."""
+    partitions = [group_partition(g.key, g.name) for g in groups]
+    cutoff = ctx.now - selection.min_idle_ms
+    pel = ctx.snapshot.frame().where(
+        F.col(C.PARTITION_ID).isin(partitions)
+        & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+        & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
+    )
+    if selection.owners is not None:
+        pel = pel.where(F.col(C.OWNER).isin(list(selection.owners)))
+    if selection.min_deliveries is not None:
+        pel = pel.where(F.col(C.DELIVERY_COUNT) >= selection.min_deliveries)
+    if selection.max_deliveries is not None:
+        pel = pel.where(F.col(C.DELIVERY_COUNT) <= selection.max_deliveries)
+    if selection.where:
+        pel = pel.where(F.expr(selection.where))
+    streams = sorted({g.key for g in groups})
+    entries = (
+        ctx.snapshot.frame()
+        .where(F.col(C.PARTITION_ID).isin([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
+        .select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias("_fields"))
+    )
+    joined = pel.drop(C.FIELDS).join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
+    return joined.withColumn("_new_owner", _new_owner(owners)).withColumn(CLAIM_LIVE, F.col("_fields").isNotNull())
+
+
+def _claim_source(candidates: DataFrame, ctx: Context, cutoff: int, just_id: bool) -> DataFrame:
+    """MERGE source rows that claim (or purge) each candidate under the MERGE's own idle condition."""
+    from streamclaim_spark.schema import STATE_SCHEMA
+    from streamclaim_spark.transaction import SOURCE_SCHEMA
+
+    values = {
+        C.OWNER: F.col("_new_owner"),
+        C.DELIVERY_TIME_MS: F.lit(ctx.now).cast(LongType()),
+        C.TXN: F.lit(ctx.txn),
+        C.FIELDS: F.lit(None).cast(STATE_SCHEMA[C.FIELDS].dataType),
+    }
+    columns = [values.get(f.name, F.col(f.name)).alias(f.name) for f in STATE_SCHEMA.fields]
+    return candidates.select(
+        *columns,
+        F.lit(False).alias(OP_DELETE),
+        F.lit(False).alias(OP_GUARD),
+        F.lit(None).cast(LongType()).alias(OP_EXPECT),
+        F.lit(True).alias(OP_CLAIM),
+        F.col(CLAIM_LIVE),
+        F.lit(cutoff).cast(LongType()).alias(CLAIM_CUTOFF),
+        F.lit(1).cast(LongType()).alias(CLAIM_STEPS),
+        F.lit(None).cast(LongType()).alias(CLAIM_RETRY),
+        F.lit(just_id).alias(CLAIM_JUST_ID),
+        F.lit(False).alias(CLAIM_FORCE),
+    ).select(*SOURCE_SCHEMA.names)
+
+
+def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> DataFrame:
+    """The PEL rows a commit wrote (its ``txn``), with each entry's ID as text and its fields."""
+    pel = table.where(
+        F.col(C.PARTITION_ID).isin(list(partitions)) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.TXN) == txn)
+    )
+    entries = table.where(F.col(C.ROW_KIND) == C.KIND_ENTRY).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
+    return (
+        pel.drop(C.FIELDS)
+        .join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
+        .select(
+            C.STREAM,
+            C.GROUP,
+            id_text(C.ID_MS, C.ID_SEQ).alias("id"),
+            C.OWNER,
+            C.DELIVERY_COUNT,
+            C.DELIVERY_TIME_MS,
+            C.FIELDS,
+        )
+    )
+
+
+def id_text(ms: str, seq: str) -> Column:
+    """Renders stored (shifted) ID columns as Redis' ``ms-seq`` text."""
+    offset = F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")
+    as_text = [(F.col(part).cast("decimal(20,0)") + offset).cast("decimal(20,0)").cast("string") for part in (ms, seq)]
+    return F.concat(as_text[0], F.lit("-"), as_text[1])
+
+
+def claim_stale(
+    store: StreamStore,
+    selection: StaleSelection,
+    new_owner: str | Sequence[str],
+    *,
+    just_id: bool = False,
+    dry_run: bool = False,
+) -> BatchClaim:
+    """Claims every pending entry the selection names in one MERGE (no COUNT cap).
+
+    Entries whose stream entry was deleted are purged from the PEL, as XAUTOCLAIM does. With
+    ``dry_run`` nothing is committed and ``claimed`` lists what would be claimed.
+
+    Args:
+        store: The store.
+        selection: What to claim (StaleSelection).
+        new_owner: The consumer that takes the entries, or several to spread them over.
+        just_id: Leave delivery counts unchanged, as XAUTOCLAIM's JUSTID does.
+        dry_run: Decide but commit nothing.
+    """
+    owners = [new_owner] if isinstance(new_owner, str) else list(new_owner)
+    if not owners:
+        raise ValueError("new_owner: give a consumer name or a non-empty list of consumer names")
+
+    def decide(ctx: Context) -> tuple[DataFrame, dict[tuple[str, str], tuple[int, int]], list[str]]:
+        groups = selected_groups(ctx, selection)
+        if not groups:
+            return ctx.snapshot.frame().limit(0), {}, []
+        candidates = _candidates(ctx, groups, selection, owners)
+        tallies = candidates.groupBy(C.STREAM, C.GROUP, "_new_owner", CLAIM_LIVE).count().collect()
+        counts: dict[tuple[str, str], tuple[int, int]] = {}
+        winners: dict[tuple[str, str], set[str]] = {}
+        for row in tallies:
+            pair = (row[C.STREAM], row[C.GROUP])
+            claimed, purged = counts.get(pair, (0, 0))
+            if row[CLAIM_LIVE]:
+                counts[pair] = (claimed + row["count"], purged)
+                winners.setdefault(pair, set()).add(row["_new_owner"])
+            else:
+                counts[pair] = (claimed, purged + row["count"])
+        partitions = [group_partition(g.key, g.name) for g in groups]
+        if dry_run or not counts:
+            preview = candidates.where(F.col(CLAIM_LIVE)).select(
+                C.STREAM,
+                C.GROUP,
+                id_text(C.ID_MS, C.ID_SEQ).alias("id"),
+                F.col("_new_owner").alias(C.OWNER),
+                (F.col(C.DELIVERY_COUNT) + (0 if just_id else 1)).alias(C.DELIVERY_COUNT),
+                F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+                F.col("_fields").alias(C.FIELDS),
+            )
+            return preview, counts, partitions
+        for group in groups:
+            pair = (group.key, group.name)
+            if pair not in counts:
+                continue
+            ctx.plan.add_frame(
+                _claim_source(
+                    candidates.where((F.col(C.STREAM) == group.key) & (F.col(C.GROUP) == group.name)),
+                    ctx,
+                    ctx.now - selection.min_idle_ms,
+                    just_id,
+                ),
+                group_partition(group.key, group.name),
+            )
+            put_group(ctx, group, group)
+            for owner in sorted(winners.get(pair, ())):
+                # Seen and active now, whether the consumer existed before or not.
+                touched = ConsumerMeta(owner, ctx.now, ctx.now)
+                ctx.plan.add(Write(consumer_row(group.key, group.name, touched, ctx.txn)))
+        return ctx.snapshot.frame().limit(0), counts, partitions
+
+    txn_holder: list[str] = []
+
+    def tracked(ctx: Context) -> tuple[DataFrame, dict[tuple[str, str], tuple[int, int]], list[str]]:
+        txn_holder[:] = [ctx.txn]
+        return decide(ctx)
+
+    preview, counts, partitions = store.transact("CLAIM STALE", tracked)
+    version = store.last_commit_version
+    if version is None:
+        return BatchClaim(preview, counts, None, store.last_attempts)
+    claimed = claimed_frame(store.table_at(version), partitions, txn_holder[0])
+    return BatchClaim(claimed, counts, version, store.last_attempts)
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """One Redis-style claim in a batch: XCLAIM when ``ids`` is given, else XAUTOCLAIM from ``start``.
+
+    Args:
+        stream: The stream key.
+        group: The consumer group.
+        consumer: The claiming consumer.
+        min_idle_ms: XCLAIM/XAUTOCLAIM's min-idle-time.
+        ids: IDs to claim (XCLAIM); None for an XAUTOCLAIM scan.
+        start: XAUTOCLAIM start (default ``0-0``).
+        count: XAUTOCLAIM COUNT (default 100).
+        just_id: JUSTID.
+    """
+
+    stream: str
+    group: str
+    consumer: str
+    min_idle_ms: int
+    ids: tuple[str, ...] | None = None
+    start: str = "0-0"
+    count: int = C.XAUTOCLAIM_DEFAULT_COUNT
+    just_id: bool = False
+
+    def argv(self) -> list[str]:
+        """The request as the Redis command it stands for."""
+        if self.ids is not None:
+            argv = ["XCLAIM", self.stream, self.group, self.consumer, str(self.min_idle_ms), *self.ids]
+        else:
+            argv = ["XAUTOCLAIM", self.stream, self.group, self.consumer, str(self.min_idle_ms), self.start]
+            argv += ["COUNT", str(self.count)]
+        return [*argv, "JUSTID"] if self.just_id else argv
+
+
+def requests_from(rows: DataFrame | Sequence[ClaimRequest]) -> list[ClaimRequest]:
+    """Requests given as a list, or as a DataFrame with ClaimRequest's field names as columns."""
+    if not isinstance(rows, DataFrame):
+        return list(rows)
+    wanted = set(ClaimRequest.__dataclass_fields__)
+    requests = []
+    for row in rows.collect():
+        values = {k: v for k, v in row.asDict().items() if k in wanted and v is not None}
+        if "ids" in values:
+            values["ids"] = tuple(values["ids"])
+        requests.append(ClaimRequest(**values))
+    return requests
+
+
+def claim_batch(store: StreamStore, rows: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
+    """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE; ``replies`` holds each one's Redis reply.
+
+    Requests must name distinct (stream, group) pairs: each claims on the snapshot the batch read, as
+    separate commands would one after another only if they touch different groups.
+    """
+    requests = requests_from(rows)
+    pairs = [(r.stream, r.group) for r in requests]
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("requests: two requests name the same (stream, group); merge their IDs into one request")
+    parsed = [claims.parse_xautoclaim(request.argv()) if request.ids is None else None for request in requests]
+    txn_holder: list[str] = []
+
+    def decide(ctx: Context) -> list[claims.ClaimResult]:
+        txn_holder[:] = [ctx.txn]
+        results = []
+        for request, autoclaim in zip(requests, parsed, strict=True):
+            if autoclaim is not None:
+                results.append(claims.run_xautoclaim(ctx, autoclaim))
+            else:
+                results.append(claims.run_xclaim(ctx, request.argv()))
+        return results
+
+    results = store.transact("CLAIM BATCH", decide)
+    version = store.last_commit_version
+    partitions = [group_partition(r.stream, r.group) for r in requests]
+    if version is None:
+        return BatchClaim(store.snapshot().frame().limit(0), {}, None, store.last_attempts, [])
+    table = store.table_at(version)
+    claimed = claimed_frame(table, partitions, txn_holder[0])
+    won = {(r["stream"], r["group_name"], r["id"]) for r in claimed.select(C.STREAM, C.GROUP, "id").collect()}
+    replies: list[Any] = []
+    counts: dict[tuple[str, str], tuple[int, int]] = {}
+    for request, result in zip(requests, results, strict=True):
+        kept = [item for item in result.claimed if (request.stream, request.group, str(item[0])) in won]
+        shaped = [str(entry_id) if entry is None else entry_reply(entry) for entry_id, entry in kept]
+        counts[(request.stream, request.group)] = (len(kept), len(result.deleted))
+        if request.ids is None:
+            replies.append([str(result.cursor), shaped, [str(i) for i in result.deleted]])
+        else:
+            replies.append(shaped)
+    return BatchClaim(claimed, counts, version, store.last_attempts, replies)

@@ -110,7 +110,7 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 def selected_groups(ctx: Context, selection: StaleSelection) -> list[GroupMeta]:
     """The (stream, group) heads the selection names, read from the stream heads."""
     heads = ctx.snapshot.frame().where(F.col(C.ROW_KIND) == C.KIND_STREAM).select(C.STREAM, C.GROUP_NAMES).collect()
-    selected = []
+    selected: list[GroupMeta] = []
     for row in heads:
         key = row[C.STREAM]
         if not _matches(key, selection.streams):

@@ -6,9 +6,10 @@ import time
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.schema import STATE_SCHEMA
+from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA
 from streamclaim_spark.transaction import is_lost_race
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
@@ -41,6 +42,93 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(STATE_SCHEMA)
         builder = builder.partitionedBy(C.PARTITION_ID)
         for key, value in STATE_TABLE_PROPERTIES.items():
+            builder = builder.property(key, value)
+        try:
+            builder.execute()
+            return path
+        except Exception as error:
+            if not is_lost_race(error) and "already exists" not in str(error).lower():
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    return path
+
+
+# --- the recovery job's companion tables ---------------------------------------------------------------
+
+# One row per entry the recovery job dead-lettered: the entry as it was when its delivery count ran out.
+DEAD_LETTER_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType(), nullable=False),  # the recovery run that copied it
+        StructField("dead_lettered_at", TimestampType(), nullable=False),
+        StructField(C.STREAM, StringType(), nullable=False),
+        StructField(C.GROUP, StringType(), nullable=False),
+        StructField("id", StringType(), nullable=False),  # "ms-seq"
+        StructField(C.OWNER, StringType()),  # the last consumer that owned it
+        StructField(C.DELIVERY_COUNT, LongType()),
+        StructField(C.DELIVERY_TIME_MS, LongType()),  # its last delivery, Unix ms
+        StructField(C.FIELDS, ArrayType(FIELD_PAIR)),  # null when the stream entry had been deleted
+    ]
+)
+
+# What one recovery run did to one consumer group.
+RECOVERY_GROUP_SCHEMA = StructType(
+    [
+        StructField(C.STREAM, StringType(), nullable=False),
+        StructField(C.GROUP, StringType(), nullable=False),
+        StructField("scanned", LongType(), nullable=False),  # pending entries examined
+        StructField("stale", LongType(), nullable=False),  # of those, idle at least min_idle
+        StructField("claimed", LongType(), nullable=False),
+        StructField("purged", LongType(), nullable=False),  # pending entries whose stream entry was deleted
+        StructField("dead_lettered", LongType(), nullable=False),
+        StructField("dead_letters_withdrawn", LongType(), nullable=False),  # copies undone: entry changed meanwhile
+        StructField("conflicts_retried", LongType(), nullable=False),  # commits re-run after losing a race
+        StructField("owners", ArrayType(StringType())),  # consumers the entries were claimed to
+    ]
+)
+
+# One row per recovery run (dry runs change nothing and write none).
+RECOVERY_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType(), nullable=False),
+        StructField("started_at", TimestampType(), nullable=False),
+        StructField("ended_at", TimestampType(), nullable=False),
+        StructField("status", StringType(), nullable=False),  # "succeeded" or "failed"
+        StructField("error", StringType()),
+        StructField("min_idle_ms", LongType(), nullable=False),
+        StructField("assign", StringType(), nullable=False),
+        StructField("max_deliveries", LongType()),  # null when dead-lettering was off
+        StructField("scanned", LongType(), nullable=False),
+        StructField("claimed", LongType(), nullable=False),
+        StructField("dead_lettered", LongType(), nullable=False),
+        StructField("conflicts_retried", LongType(), nullable=False),
+        StructField("groups", ArrayType(RECOVERY_GROUP_SCHEMA), nullable=False),
+    ]
+)
+
+RECOVERY_RUNS_TABLE_PROPERTIES = {
+    # The run log is history: rows are appended, never changed.
+    "delta.appendOnly": "true",
+}
+
+
+def ensure_dead_letter_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's dead-letter table unless it exists; returns its path."""
+    return _ensure_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR), DEAD_LETTER_SCHEMA, {})
+
+
+def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's recovery-run log unless it exists; returns its path."""
+    path = table_path(store_path, C.RECOVERY_RUNS_TABLE_DIR)
+    return _ensure_table(spark, path, RECOVERY_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
+
+
+def _ensure_table(spark: SparkSession, path: str, schema: StructType, properties: dict[str, str]) -> str:
+    """Creates an unpartitioned Delta table at ``path`` unless it exists, tolerating a concurrent creator."""
+    for attempt in range(5):
+        if DeltaTable.isDeltaTable(spark, path):
+            return path
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        for key, value in properties.items():
             builder = builder.property(key, value)
         try:
             builder.execute()

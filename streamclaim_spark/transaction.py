@@ -29,7 +29,7 @@ from delta.exceptions import (
 )
 from delta.tables import DeltaTable
 from pyspark.errors import PySparkException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
@@ -208,7 +208,7 @@ _FORCED_COUNT = (
     f"WHEN s.{CLAIM_JUST_ID} THEN 1 ELSE 1 + s.{CLAIM_STEPS} END"
 )
 _IS_IDLE = f"(s.{CLAIM_CUTOFF} IS NULL OR t.{C.DELIVERY_TIME_MS} <= s.{CLAIM_CUTOFF})"
-_CLAIM_SET = {
+_CLAIM_SET: dict[str, str | Column] = {
     C.OWNER: f"s.{C.OWNER}",
     C.DELIVERY_TIME_MS: f"s.{C.DELIVERY_TIME_MS}",
     C.DELIVERY_COUNT: _CLAIMED_COUNT,
@@ -247,29 +247,31 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         .merge(source.alias("s"), on)
         .whenMatchedUpdate(
             condition=f"s.{OP_GUARD} AND NOT (t.{C.VERSION} <=> s.{OP_EXPECT})",
-            set={C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"},
+            set=_column_map({C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"}),
         )
         .whenMatchedDelete(condition=f"s.{OP_DELETE} OR (s.{OP_CLAIM} AND NOT s.{CLAIM_LIVE})")
         .whenMatchedUpdate(condition=f"s.{OP_CLAIM} AND {_IS_IDLE}", set=_CLAIM_SET)
         .whenMatchedUpdate(condition=f"NOT s.{OP_CLAIM}", set={name: f"s.`{name}`" for name in _VALUE_COLUMNS})
         .whenNotMatchedInsert(
             condition=f"s.{OP_GUARD} AND s.{OP_EXPECT} IS NOT NULL",
-            values={C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"},
+            values=_column_map({C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"}),
         )
         .whenNotMatchedInsert(
             condition=f"s.{OP_CLAIM} AND s.{CLAIM_FORCE} AND s.{CLAIM_LIVE}",
-            values={
-                **{name: f"s.`{name}`" for name in COLUMN_NAMES},
-                C.DELIVERY_COUNT: _FORCED_COUNT,
-            },
+            values=_column_map({**{name: f"s.`{name}`" for name in COLUMN_NAMES}, C.DELIVERY_COUNT: _FORCED_COUNT}),
         )
         .whenNotMatchedInsert(
             condition=f"NOT s.{OP_DELETE} AND NOT s.{OP_CLAIM}",
-            values={name: f"s.`{name}`" for name in COLUMN_NAMES},
+            values=_column_map({name: f"s.`{name}`" for name in COLUMN_NAMES}),
         )
         .execute()
     )
     return committed_version(spark)
+
+
+def _column_map(expressions: dict[str, str]) -> dict[str, str | Column]:
+    """Delta's builder is typed for str or Column values; ours are SQL expression strings."""
+    return dict(expressions)
 
 
 def committed_version(spark: SparkSession) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
 from streamclaim_spark.commands import groups, pending, reading, streams
-from streamclaim_spark.commands.args import check_arity
+from streamclaim_spark.commands.args import check_arity, is_token
 from streamclaim_spark.errors import unknown_command, unknown_subcommand
 from streamclaim_spark.replies import entries_reply, entry_reply
 
@@ -153,8 +153,8 @@ def _resolve_dollar(store: StreamStore, request: reading.Read) -> reading.Read:
     snapshot = store.snapshot()
     ids = []
     for key, id_arg in zip(request.keys, request.id_args, strict=True):
-        meta = snapshot.stream(key) if reading.is_token(id_arg, "$") else None
-        ids.append(str(meta.last_id) if meta is not None else ("0-0" if reading.is_token(id_arg, "$") else id_arg))
+        meta = snapshot.stream(key) if is_token(id_arg, "$") else None
+        ids.append(str(meta.last_id) if meta is not None else ("0-0" if is_token(id_arg, "$") else id_arg))
     return replace(request, id_args=tuple(ids))
 
 

@@ -1,0 +1,246 @@
+"""The recovery job's command line: ``streamclaim-recover`` and ``spark-submit jobs/recover_stale.py``.
+
+Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), build the
+SparkSession, open the store and call ``recovery.recover_stale``. The JSON summary goes to stdout and
+progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no
+store at the configured path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.config import ASSIGN_MODES, AppConfig, ConfigError, Key, SparkConfig, load_config
+from streamclaim_spark.recovery import RecoveryFailedError, RecoveryReport, recover_stale
+from streamclaim_spark.session import DEFAULT_CONF, DELTA_PACKAGE, build_session
+from streamclaim_spark.store import StreamStore
+from streamclaim_spark.tables import table_path
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_NO_STORE = 3
+CONF_DIR_ENV = "STREAMCLAIM_CONF_DIR"
+PROG = "streamclaim-recover"
+
+log = logging.getLogger("streamclaim_spark.cli")
+
+_JOB: Key = ("jobs", "recover_stale")
+_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The job's flags; each one overrides the conf/ key named in its help."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Claim stale pending entries of Redis-style consumer groups in a streamclaim store, and "
+        "dead-letter the ones delivered too often. Settings come from conf/base.toml, then conf/local.toml, "
+        "then these flags.",
+        epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no store at the path.",
+    )
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--conf-dir",
+        default=os.environ.get(CONF_DIR_ENV, "conf"),
+        help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
+    )
+    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
+    run = parser.add_argument_group("what the run does [jobs.recover_stale]")
+    run.add_argument("--streams", nargs="+", metavar="PATTERN", help="stream names or glob patterns [streams]")
+    run.add_argument("--groups", nargs="+", metavar="PATTERN", help="group names or glob patterns [groups]")
+    run.add_argument(
+        "--min-idle", metavar="DURATION", help='claim entries idle at least this long, e.g. "5m" [min_idle]'
+    )
+    run.add_argument("--assign", choices=ASSIGN_MODES, help="claim to one consumer, or spread over live ones [assign]")
+    run.add_argument("--consumer", metavar="NAME", help="the recovery consumer [consumer]")
+    run.add_argument(
+        "--live-window", metavar="DURATION", help="consumers active within this are live, e.g. 10m [live_window]"
+    )
+    run.add_argument(
+        "--dead-letter",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="dead-letter entries delivered more than --max-deliveries times [dead_letter]",
+    )
+    run.add_argument(
+        "--max-deliveries", type=int, metavar="N", help="highest delivery count still claimed [max_deliveries]"
+    )
+    run.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="report what the run would do and change nothing [dry_run]",
+    )
+    spark = parser.add_argument_group("spark [spark]")
+    spark.add_argument("--master", help="master URL when not under spark-submit [master]")
+    spark.add_argument("--shuffle-partitions", type=int, metavar="N", help="[shuffle_partitions]")
+    spark.add_argument("--driver-memory", metavar="SIZE", help='e.g. "2g"; console script only [driver_memory]')
+    spark.add_argument("--spark-log-level", metavar="LEVEL", help="Spark's log level, e.g. WARN [log_level]")
+    spark.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other spark.* setting; repeatable [spark.conf]",
+    )
+    parser.add_argument("--log-level", default="INFO", help="level of the job's own log on stderr (default INFO)")
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
+    """The flags given, as config keys with the flag that set each (for error messages)."""
+    overrides: dict[Key, tuple[Any, str]] = {}
+    if args.store is not None:
+        overrides[("store", "path")] = (_absolute(args.store), "--store")
+    flags: list[tuple[str, Key]] = [
+        ("streams", (*_JOB, "streams")),
+        ("groups", (*_JOB, "groups")),
+        ("min_idle", (*_JOB, "min_idle")),
+        ("assign", (*_JOB, "assign")),
+        ("consumer", (*_JOB, "consumer")),
+        ("live_window", (*_JOB, "live_window")),
+        ("dead_letter", (*_JOB, "dead_letter")),
+        ("max_deliveries", (*_JOB, "max_deliveries")),
+        ("dry_run", (*_JOB, "dry_run")),
+        ("master", ("spark", "master")),
+        ("shuffle_partitions", ("spark", "shuffle_partitions")),
+        ("driver_memory", ("spark", "driver_memory")),
+        ("spark_log_level", ("spark", "log_level")),
+    ]
+    for attribute, key in flags:
+        value = getattr(args, attribute)
+        if value is not None:
+            overrides[key] = (value, "--" + attribute.replace("_", "-"))
+    for setting in args.spark_conf:
+        name, equals, value = setting.partition("=")
+        if not equals or not name:
+            raise ConfigError(f"--spark-conf {setting!r}: write it as KEY=VALUE, e.g. spark.sql.adaptive.enabled=true")
+        overrides[("spark", "conf", name.strip())] = (value, "--spark-conf")
+    return overrides
+
+
+def _absolute(path: str) -> str:
+    """A relative local path on the command line is relative to the current folder, as usual."""
+    return path if _URL_SCHEME.match(path) else os.path.abspath(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the recovery job; returns the process exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(args.conf_dir, overrides_from(args))
+    except ConfigError as error:
+        return _fail(EXIT_CONFIG, f"config error: {error}")
+    log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
+    try:
+        return run_job(config)
+    except Exception:
+        log.exception("the run stopped on an unexpected error")
+        return EXIT_RUN_FAILED
+
+
+def run_job(config: AppConfig, spark: SparkSession | None = None) -> int:
+    """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
+
+    Args:
+        config: The loaded configuration.
+        spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
+    """
+    owned = spark is None and SparkSession.getActiveSession() is None
+    session = spark if spark is not None else start_session(config.spark)
+    try:
+        if not has_delta_jar(session):
+            return _fail(
+                EXIT_CONFIG,
+                "Delta Lake's jar is not on Spark's classpath. Under spark-submit add "
+                f"--packages {DELTA_PACKAGE} (spark-submit resolves packages before the job starts).",
+            )
+        if not store_exists(session, config.store.path):
+            return _fail(
+                EXIT_NO_STORE,
+                f"no store at {config.store.path} (no Delta table at "
+                f"{table_path(config.store.path, C.STATE_TABLE_DIR)}); set store.path in conf/local.toml "
+                "or pass --store with the folder of an existing store",
+            )
+        store = StreamStore.open(config.store.path, spark=session)
+        try:
+            report = recover_stale(store, config.recover_stale)
+        except RecoveryFailedError as error:
+            print_summary(error.report)
+            return _fail(EXIT_RUN_FAILED, str(error))
+        print_summary(report)
+        return EXIT_OK
+    finally:
+        if owned:
+            session.stop()
+
+
+def start_session(config: SparkConfig) -> SparkSession:
+    """Builds the job's session; under spark-submit its master and its own ``--conf`` settings win."""
+    settings = config.settings()
+    if not under_spark_submit():
+        return build_session(master=config.master, app_name=config.app_name, conf=settings)
+    submitted = submitted_conf()
+    if "spark.driver.memory" in settings and "spark.driver.memory" not in submitted:
+        log.info("spark.driver.memory from conf is ignored under spark-submit; pass --driver-memory to spark-submit")
+    settings.pop("spark.driver.memory", None)
+    kept = {key: value for key, value in submitted.items() if key in settings or key in DEFAULT_CONF}
+    return build_session(master=None, app_name=config.app_name, conf={**settings, **kept})
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit (or the pyspark launcher) started this Python process and its JVM."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def submitted_conf() -> dict[str, str]:
+    """The settings spark-submit was given (``--conf``, ``--driver-memory`` ...), read from its JVM."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf(loadDefaults=True).getAll())
+
+
+def has_delta_jar(spark: SparkSession) -> bool:
+    """True when Delta's JVM classes can be loaded (spark-submit needs ``--packages`` for that)."""
+    from py4j.java_gateway import JavaClass
+
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return isinstance(jvm.io.delta.tables.DeltaTable, JavaClass)
+
+
+def store_exists(spark: SparkSession, path: str) -> bool:
+    """True when ``path`` holds a store (its state table), without creating anything."""
+    from delta.tables import DeltaTable
+
+    return bool(DeltaTable.isDeltaTable(spark, table_path(path, C.STATE_TABLE_DIR)))
+
+
+def print_summary(report: RecoveryReport) -> None:
+    """The run's JSON summary, one line on stdout."""
+    sys.stdout.write(json.dumps(report.to_json()) + "\n")
+    sys.stdout.flush()
+
+
+def _fail(code: int, message: str) -> int:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+    return code

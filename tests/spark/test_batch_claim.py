@@ -1,0 +1,128 @@
+"""Batched claims beyond Redis: claim_stale over patterns and predicates, and claim_batch replies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+HOUR = 3_600_000
+
+
+class Clock:
+    """A clock the test moves by hand, so staleness never depends on sleeping."""
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock(T0)
+
+
+@pytest.fixture
+def recovering_store(spark: SparkSession, make_store: Callable[..., StreamStore], clock: Clock) -> StreamStore:
+    """Two order streams and an audit stream, each with group g whose consumer 'dead' holds 10 entries."""
+    store = make_store(clock=clock)
+    for key in ("orders-1", "orders-2", "audit"):
+        store.append(key, spark.range(10).selectExpr("id AS n"))
+        store.execute("XGROUP", "CREATE", key, "g", "0")
+        store.deliver(key, "g", "dead")
+    clock.now += HOUR
+    return store
+
+
+def test_claim_stale_claims_only_the_streams_the_pattern_names(recovering_store: StreamStore, clock: Clock) -> None:
+    result = recovering_store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("orders-*",)), "rescuer")
+
+    assert result.counts == {("orders-1", "g"): (10, 0), ("orders-2", "g"): (10, 0)}
+    assert recovering_store.execute("XPENDING", "orders-1", "g") == [10, f"{T0}-0", f"{T0}-9", [["rescuer", "10"]]]
+    assert recovering_store.execute("XPENDING", "audit", "g")[3] == [["dead", "10"]]
+    rows = result.claimed.select("stream", "owner", "delivery_count", "delivery_time_ms").distinct().collect()
+    assert sorted(tuple(row) for row in rows) == [
+        ("orders-1", "rescuer", 2, clock.now),
+        ("orders-2", "rescuer", 2, clock.now),
+    ]
+
+
+def test_claim_stale_skips_entries_not_idle_long_enough(recovering_store: StreamStore) -> None:
+    result = recovering_store.claim_stale(StaleSelection(min_idle_ms=2 * HOUR), "rescuer")
+
+    assert result.counts == {}
+    assert result.version is None
+    assert recovering_store.execute("XPENDING", "audit", "g")[3] == [["dead", "10"]]
+
+
+def test_claim_stale_spreads_entries_over_several_consumers(recovering_store: StreamStore) -> None:
+    result = recovering_store.claim_stale(StaleSelection(min_idle_ms=0, streams=("audit",)), ["a", "b", "c"])
+
+    owners = {row["owner"] for row in result.claimed.select("owner").collect()}
+    assert result.total_claimed == 10
+    assert owners <= {"a", "b", "c"}
+    assert len(owners) >= 2
+    summary = recovering_store.execute("XPENDING", "audit", "g")
+    assert sum(int(count) for _, count in summary[3]) == 10
+
+
+def test_claim_stale_filters_by_delivery_count_and_purges_deleted_entries(
+    recovering_store: StreamStore, spark: SparkSession
+) -> None:
+    store = recovering_store
+    store.execute("XCLAIM", "audit", "g", "dead", "0", f"{T0}-1", f"{T0}-2", "RETRYCOUNT", "7")
+    store.execute("XDEL", "audit", f"{T0}-2")
+
+    result = store.claim_stale(StaleSelection(min_idle_ms=0, streams=("audit",), min_deliveries=5), "poison-desk")
+
+    assert result.counts == {("audit", "g"): (1, 1)}
+    expected = spark.createDataFrame(
+        [("audit", "g", f"{T0}-1", "poison-desk", 8)],
+        "stream string, group_name string, id string, owner string, delivery_count long",
+    )
+    actual = result.claimed.select("stream", "group_name", "id", "owner", "delivery_count")
+    assert_df_equality(actual, expected, ignore_nullable=True)
+    assert store.execute("XPENDING", "audit", "g")[0] == 9
+
+
+def test_claim_stale_dry_run_reports_without_committing(recovering_store: StreamStore) -> None:
+    store = recovering_store
+    result = store.claim_stale(StaleSelection(min_idle_ms=60_000), "rescuer", dry_run=True)
+
+    assert result.total_claimed == 30
+    assert result.version is None
+    assert result.claimed.count() == 30
+    assert store.execute("XPENDING", "orders-2", "g")[3] == [["dead", "10"]]
+
+
+def test_claim_batch_commits_many_requests_at_once_with_redis_replies(recovering_store: StreamStore) -> None:
+    store = recovering_store
+    result = store.claim_batch(
+        [
+            ClaimRequest("orders-1", "g", "x", 60_000, count=3, just_id=True),
+            ClaimRequest("orders-2", "g", "y", 60_000, ids=(f"{T0}-4", f"{T0}-4", "99-0")),
+        ]
+    )
+
+    assert result.replies == [
+        [f"{T0}-3", [f"{T0}-0", f"{T0}-1", f"{T0}-2"], []],
+        [[f"{T0}-4", ["n", "4"]]],
+    ]
+    assert result.counts == {("orders-1", "g"): (3, 0), ("orders-2", "g"): (1, 0)}
+    assert store.execute("XPENDING", "orders-2", "g", "-", "+", "10", "y") == [[f"{T0}-4", "y", 0, 2]]
+
+
+def test_claim_batch_refuses_two_requests_on_the_same_group(recovering_store: StreamStore) -> None:
+    with pytest.raises(ValueError, match=r"same \(stream, group\)"):
+        recovering_store.claim_batch(
+            [ClaimRequest("audit", "g", "x", 0, ids=("1-0",)), ClaimRequest("audit", "g", "y", 0, ids=("2-0",))]
+        )

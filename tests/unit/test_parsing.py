@@ -1,0 +1,164 @@
+"""Argument parsers of every command: Redis' validation order and exact error texts, no Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from streamclaim_spark.claim import XClaim, delivery_time, parse_xautoclaim, parse_xclaim
+from streamclaim_spark.commands.pending import parse_xpending
+from streamclaim_spark.commands.reading import parse_read
+from streamclaim_spark.commands.streams import parse_xadd, parse_xrange, parse_xsetid, parse_xtrim
+from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.ids import StreamId
+
+
+def error_of(call: object, *args: object) -> str:
+    with pytest.raises(ReplyError) as caught:
+        call(*args)  # type: ignore[operator]
+    return str(caught.value)
+
+
+class TestXadd:
+    def test_auto_id_with_fields_parses_pairs_in_order_keeping_duplicates(self) -> None:
+        request = parse_xadd(["XADD", "s", "*", "f", "1", "f", "2"])
+        assert request.id is None
+        assert request.fields == (("f", "1"), ("f", "2"))
+
+    def test_ms_star_is_an_id_with_a_generated_sequence(self) -> None:
+        request = parse_xadd(["XADD", "s", "5-*", "f", "v"])
+        assert (request.id, request.seq_given) == (StreamId(5, 0), False)
+
+    def test_odd_field_count_is_an_arity_error(self) -> None:
+        assert error_of(parse_xadd, ["XADD", "s", "*", "f"]) == "ERR wrong number of arguments for 'xadd' command"
+
+    def test_maxlen_and_minid_together_are_refused(self) -> None:
+        argv = ["XADD", "s", "MAXLEN", "1", "MINID", "1", "*", "f", "v"]
+        assert error_of(parse_xadd, argv) == (
+            "ERR syntax error, MAXLEN and MINID options at the same time are not compatible"
+        )
+
+    def test_limit_needs_the_tilde(self) -> None:
+        argv = ["XADD", "s", "MAXLEN", "1", "LIMIT", "5", "*", "f", "v"]
+        assert error_of(parse_xadd, argv) == "ERR syntax error, LIMIT cannot be used without the special ~ option"
+
+    def test_negative_maxlen_is_refused(self) -> None:
+        assert error_of(parse_xadd, ["XADD", "s", "MAXLEN", "-1", "*", "f", "v"]) == (
+            "ERR The MAXLEN argument must be >= 0."
+        )
+
+    def test_an_unknown_word_is_taken_as_an_invalid_id(self) -> None:
+        assert error_of(parse_xadd, ["XADD", "s", "NOPE", "f", "v"]) == (
+            "ERR Invalid stream ID specified as stream command argument"
+        )
+
+    def test_approximate_trim_without_limit_gets_redis_default_cap(self) -> None:
+        trim = parse_xadd(["XADD", "s", "MAXLEN", "~", "10", "*", "f", "v"]).trim
+        assert trim is not None
+        assert (trim.approximate, trim.limit, trim.max_length) == (True, 10_000, 10)
+
+
+class TestXtrimAndXsetid:
+    def test_xtrim_without_strategy_is_refused(self) -> None:
+        assert error_of(parse_xtrim, ["XTRIM", "s", "LIMIT", "5"]) == (
+            "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"
+        )
+
+    def test_xtrim_with_an_unknown_word_is_a_syntax_error(self) -> None:
+        assert error_of(parse_xtrim, ["XTRIM", "s", "MAXLEN", "1", "junk"]) == "ERR syntax error"
+
+    def test_xsetid_max_deleted_above_the_id_is_refused(self) -> None:
+        assert error_of(parse_xsetid, ["XSETID", "s", "5-0", "MAXDELETEDID", "6-0"]) == (
+            "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+        )
+
+    def test_xsetid_negative_entries_added_is_refused(self) -> None:
+        assert error_of(parse_xsetid, ["XSETID", "s", "5-0", "ENTRIESADDED", "-1"]) == (
+            "ERR entries_added must be positive"
+        )
+
+
+class TestRanges:
+    def test_xrevrange_parses_its_start_from_the_last_argument(self) -> None:
+        request = parse_xrange(["XREVRANGE", "s", "+", "(5"], reverse=True)
+        assert (request.low, request.high) == (StreamId(5, 1), StreamId(2**64 - 1, 2**64 - 1))
+
+    def test_negative_count_counts_as_zero(self) -> None:
+        assert parse_xrange(["XRANGE", "s", "-", "+", "COUNT", "-3"], reverse=False).count == 0
+
+    def test_count_without_value_is_a_syntax_error(self) -> None:
+        assert error_of(parse_xrange, ["XRANGE", "s", "-", "+", "COUNT"], False) == "ERR syntax error"
+
+
+class TestXpending:
+    def test_summary_form_has_three_arguments(self) -> None:
+        assert parse_xpending(["XPENDING", "s", "g"]).extended is False
+
+    def test_four_arguments_are_a_syntax_error(self) -> None:
+        assert error_of(parse_xpending, ["XPENDING", "s", "g", "-"]) == "ERR syntax error"
+
+    def test_idle_needs_the_full_range(self) -> None:
+        assert error_of(parse_xpending, ["XPENDING", "s", "g", "IDLE", "5", "-", "+"]) == "ERR syntax error"
+
+    def test_count_is_parsed_before_the_range(self) -> None:
+        assert error_of(parse_xpending, ["XPENDING", "s", "g", "bad", "+", "x"]) == (
+            "ERR value is not an integer or out of range"
+        )
+
+    def test_trailing_arguments_after_the_consumer_are_ignored(self) -> None:
+        request = parse_xpending(["XPENDING", "s", "g", "-", "+", "10", "alice", "junk"])
+        assert (request.consumer, request.count) == ("alice", 10)
+
+
+class TestXreadgroup:
+    def test_missing_group_is_reported_after_streams(self) -> None:
+        assert error_of(parse_read, ["XREADGROUP", "STREAMS", "s", ">"]) == "ERR Missing GROUP option for XREADGROUP"
+
+    def test_an_odd_stream_list_uses_redis_7_0_text(self) -> None:
+        assert error_of(parse_read, ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "a", "b", ">"]) == (
+            "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."
+        )
+
+    def test_group_option_in_xread_is_refused(self) -> None:
+        assert error_of(parse_read, ["XREAD", "GROUP", "g", "c", "STREAMS", "s", "0"]) == (
+            "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."
+        )
+
+    def test_negative_block_is_refused(self) -> None:
+        assert error_of(parse_read, ["XREAD", "BLOCK", "-1", "STREAMS", "s", "0"]) == "ERR timeout is negative"
+
+    def test_options_repeat_and_the_last_wins(self) -> None:
+        request = parse_read(["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "count", "7", "STREAMS", "s", ">"])
+        assert (request.group, request.consumer, request.count, request.keys) == ("g", "c", 7, ("s",))
+
+
+class TestClaims:
+    def test_xclaim_takes_ids_until_the_first_non_id(self) -> None:
+        request = parse_xclaim(["XCLAIM", "s", "g", "c", "10", "1-0", "2", "JUSTID", "FORCE"])
+        assert request.ids == (StreamId(1, 0), StreamId(2, 0))
+        assert (request.just_id, request.force) == (True, True)
+
+    def test_an_id_after_an_option_is_an_unrecognized_option(self) -> None:
+        argv = ["XCLAIM", "s", "g", "c", "10", "1-0", "JUSTID", "2-0"]
+        assert error_of(parse_xclaim, argv) == "ERR Unrecognized XCLAIM option '2-0'"
+
+    def test_bad_min_idle_names_xclaim(self) -> None:
+        assert error_of(parse_xclaim, ["XCLAIM", "s", "g", "c", "x", "1-0"]) == (
+            "ERR Invalid min-idle-time argument for XCLAIM"
+        )
+
+    def test_the_later_of_idle_and_time_wins_and_bogus_values_collapse_to_now(self) -> None:
+        idle_then_time = parse_xclaim(["XCLAIM", "s", "g", "c", "0", "1-0", "IDLE", "5", "TIME", "1000"])
+        time_then_idle = parse_xclaim(["XCLAIM", "s", "g", "c", "0", "1-0", "TIME", "1000", "IDLE", "5"])
+        assert delivery_time(idle_then_time, now=10_000) == 1000
+        assert delivery_time(time_then_idle, now=10_000) == 9995
+        assert delivery_time(XClaim(0, (), time=99_999, delivery_from="time"), now=10_000) == 10_000
+        assert delivery_time(XClaim(0, (), idle=-5, delivery_from="idle"), now=10_000) == 10_000
+
+    def test_xautoclaim_count_zero_and_too_large_share_one_error(self) -> None:
+        for count in ("0", "-1", "576460752303423488", "x"):
+            assert error_of(parse_xautoclaim, ["XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", count]) == (
+                "ERR COUNT must be > 0"
+            )
+
+    def test_xautoclaim_exclusive_start_moves_past_the_id(self) -> None:
+        assert parse_xautoclaim(["XAUTOCLAIM", "s", "g", "c", "0", "(5-5"]).start == StreamId(5, 6)

@@ -71,17 +71,18 @@ DEAD_LETTER_SCHEMA = StructType(
 )
 
 # What one recovery run did to one consumer group.
+# Delta cannot enforce NOT NULL inside arrays, so these fields are nullable.
 RECOVERY_GROUP_SCHEMA = StructType(
     [
-        StructField(C.STREAM, StringType(), nullable=False),
-        StructField(C.GROUP, StringType(), nullable=False),
-        StructField("scanned", LongType(), nullable=False),  # pending entries examined
-        StructField("stale", LongType(), nullable=False),  # of those, idle at least min_idle
-        StructField("claimed", LongType(), nullable=False),
-        StructField("purged", LongType(), nullable=False),  # pending entries whose stream entry was deleted
-        StructField("dead_lettered", LongType(), nullable=False),
-        StructField("dead_letters_withdrawn", LongType(), nullable=False),  # copies undone: entry changed meanwhile
-        StructField("conflicts_retried", LongType(), nullable=False),  # commits re-run after losing a race
+        StructField(C.STREAM, StringType()),
+        StructField(C.GROUP, StringType()),
+        StructField("scanned", LongType()),  # pending entries examined
+        StructField("stale", LongType()),  # of those, idle at least min_idle
+        StructField("claimed", LongType()),
+        StructField("purged", LongType()),  # pending entries whose stream entry was deleted
+        StructField("dead_lettered", LongType()),
+        StructField("dead_letters_withdrawn", LongType()),  # copies undone: entry changed meanwhile
+        StructField("conflicts_retried", LongType()),  # commits re-run after losing a race
         StructField("owners", ArrayType(StringType())),  # consumers the entries were claimed to
     ]
 )

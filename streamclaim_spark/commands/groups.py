@@ -24,12 +24,11 @@ from streamclaim_spark.errors import (
     nogroup_for_key_name,
     subcommand_syntax,
 )
-from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
 from streamclaim_spark.lag import entries_read_reply, lag
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
 from streamclaim_spark.replies import entry_reply, flat_record
 from streamclaim_spark.schema import group_partition
-from streamclaim_spark.snapshot import by_bytes
 from streamclaim_spark.transaction import source_frame_for_deletes
 
 ERR_ENTRIESREAD = "ERR value for ENTRIESREAD must be positive or -1"
@@ -119,7 +118,7 @@ def run_xgroup(ctx: Context, request: XGroup) -> Any:
     if sub == "setid" and len(argv) in (5, 7):
         assert meta is not None and group is not None
         last_id = meta.last_id if is_token(argv[4], "$") else parse_id(argv[4], strict=False)
-        _put_group(ctx, group, replace(group, last_id=last_id, entries_read=request.entries_read))
+        put_group(ctx, group, replace(group, last_id=last_id, entries_read=request.entries_read))
         return "OK"
     if sub == "destroy" and len(argv) == 4:
         if group is None:
@@ -132,7 +131,7 @@ def run_xgroup(ctx: Context, request: XGroup) -> Any:
         if ctx.snapshot.consumer(key, name, argv[4]) is not None:
             return 0
         ctx.plan.add(Write(consumer_row(key, name, ConsumerMeta(argv[4], ctx.now), ctx.txn)))
-        _put_group(ctx, group, group)
+        put_group(ctx, group, group)
         return 1
     if sub == "delconsumer" and len(argv) == 5:
         assert group is not None
@@ -162,14 +161,9 @@ def _create(
     return "OK"
 
 
-def _put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
-    """Writes the group head, guarded on the version read: every group write bumps it."""
-    ctx.plan.add(Write(group_head_row(after, ctx.txn), guard=True, expect_version=before.version))
-
-
 def put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
     """Writes the group head, guarded on the version read (every write to a group bumps it)."""
-    _put_group(ctx, before, after)
+    ctx.plan.add(Write(group_head_row(after, ctx.txn), guard=True, expect_version=before.version))
 
 
 def destroy_group(ctx: Context, meta: StreamMeta, group: GroupMeta) -> None:
@@ -193,7 +187,7 @@ def _delete_consumer(ctx: Context, group: GroupMeta, consumer: str) -> int:
     ctx.plan.add(Write(consumer_row(key, name, ConsumerMeta(consumer, 0), ctx.txn), delete=True))
     if count:
         ctx.plan.add_frame(source_frame_for_deletes(pending), partition)
-    _put_group(ctx, group, group)
+    put_group(ctx, group, group)
     return count
 
 
@@ -293,8 +287,8 @@ def _stream_reply(ctx: Context, meta: StreamMeta, options: Sequence[str], argv: 
     ]
     limit = None if count == 0 else count
     if not full:
-        first = ctx.snapshot.entries(meta.key, ZERO_ID, _max_id(), 1)
-        last = ctx.snapshot.entries(meta.key, ZERO_ID, _max_id(), 1, reverse=True)
+        first = ctx.snapshot.entries(meta.key, ZERO_ID, MAX_ID, 1)
+        last = ctx.snapshot.entries(meta.key, ZERO_ID, MAX_ID, 1, reverse=True)
         return flat_record(
             [
                 *head,
@@ -303,18 +297,18 @@ def _stream_reply(ctx: Context, meta: StreamMeta, options: Sequence[str], argv: 
                 ("last-entry", entry_reply(last[0]) if last else None),
             ]
         )
-    entries = ctx.snapshot.entries(meta.key, ZERO_ID, _max_id(), limit)
+    entries = ctx.snapshot.entries(meta.key, ZERO_ID, MAX_ID, limit)
     groups = [_full_group_record(ctx, meta, group, limit) for group in ctx.snapshot.groups(meta.key)]
     return flat_record([*head, ("entries", [entry_reply(e) for e in entries]), ("groups", groups)])
 
 
 def _full_group_record(ctx: Context, meta: StreamMeta, group: GroupMeta, limit: int | None) -> list[Any]:
-    pel = ctx.snapshot.pending(meta.key, group.name, ZERO_ID, _max_id(), limit)
+    pel = ctx.snapshot.pending(meta.key, group.name, ZERO_ID, MAX_ID, limit)
     total = ctx.snapshot.pending_bounds(meta.key, group.name)[0]
     counts = ctx.snapshot.pending_counts(meta.key, group.name)
     consumers = []
     for consumer in ctx.snapshot.consumers(meta.key, group.name):
-        own = ctx.snapshot.pending(meta.key, group.name, ZERO_ID, _max_id(), limit, owner=consumer.name)
+        own = ctx.snapshot.pending(meta.key, group.name, ZERO_ID, MAX_ID, limit, owner=consumer.name)
         consumers.append(
             flat_record(
                 [
@@ -337,13 +331,3 @@ def _full_group_record(ctx: Context, meta: StreamMeta, group: GroupMeta, limit: 
             ("consumers", consumers),
         ]
     )
-
-
-def _max_id() -> StreamId:
-    from streamclaim_spark.ids import MAX_ID
-
-    return MAX_ID
-
-
-def sorted_names(names: Sequence[str]) -> list[str]:
-    return sorted(names, key=by_bytes)

@@ -31,7 +31,7 @@ def workload(execute: Execute, calls: int) -> dict[str, list[float]]:
 
     def timed(name: str, *argv: str) -> object:
         started = time.perf_counter()
-        reply = execute(*argv)
+        reply = execute(name, *argv)
         timings[name].append((time.perf_counter() - started) * 1000)
         return reply
 

@@ -138,6 +138,8 @@ def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     again = request.min_idle == 0 or ctx.now - when >= request.min_idle
     cutoff = ctx.now - request.min_idle if request.min_idle else None
     expected_steps: dict[StreamId, int] = {}
+    writes: list[Write] = []
+    purges = 0
     for entry_id, times in occurrences.items():
         nack = pending.get(entry_id)
         is_live = entry_id in live
@@ -154,16 +156,23 @@ def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
             just_id=request.just_id,
             force=request.force,
         )
-        ctx.plan.add(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
-        if is_live and (nack is None or cutoff is None or nack.delivery_time <= cutoff):
+        writes.append(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
+        if not is_live:
+            purges += 1
+        elif nack is None or cutoff is None or nack.delivery_time <= cutoff:
             expected_steps[entry_id] = steps
-    if expected_steps:
-        # Redis 7.0 creates and touches the consumer only when it claims something.
-        _touch_consumer(ctx, group, consumer)
     moved = group
     if request.last_id is not None and request.last_id > group.last_id:
         moved = replace(group, last_id=request.last_id)
-    put_group(ctx, group, moved)
+    # A claim that changes nothing commits nothing, as Redis writes nothing: racing claimers that lost
+    # then cost one read, not another commit that would make the others lose again.
+    if expected_steps or purges or moved != group:
+        for write in writes:
+            ctx.plan.add(write)
+        if expected_steps:
+            # Redis 7.0 creates and touches the consumer only when it claims something.
+            _touch_consumer(ctx, group, consumer)
+        put_group(ctx, group, moved)
     claimed: list[tuple[StreamId, Entry | None]] = []
     seen: Counter[StreamId] = Counter()
     for entry_id in request.ids:
@@ -220,6 +229,7 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
     examined = 0
     claimed: list[tuple[StreamId, Entry | None]] = []
     deleted: list[StreamId] = []
+    writes: list[Write] = []
     for entry_id, delivered_at, entry in scanned:
         if examined == attempts or remaining == 0:
             break
@@ -239,11 +249,14 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
             delivery_time=ctx.now,
             just_id=request.just_id,
         )
-        ctx.plan.add(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
+        writes.append(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
     cursor = scanned[examined][0] if examined < len(scanned) else ZERO_ID
-    if claimed:
-        _touch_consumer(ctx, group, request.consumer)
-    put_group(ctx, group, group)
+    if claimed or deleted:  # nothing claimed or purged: nothing to commit (see run_xclaim)
+        for write in writes:
+            ctx.plan.add(write)
+        if claimed:
+            _touch_consumer(ctx, group, request.consumer)
+        put_group(ctx, group, group)
     return ClaimResult(key, group_name, ctx.txn, claimed, deleted, cursor)
 
 

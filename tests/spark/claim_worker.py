@@ -1,0 +1,83 @@
+"""Child process for the multi-driver tests: its own Spark driver runs one XAUTOCLAIM on a shared store.
+
+Run as ``python -m tests.spark.claim_worker --path P --clock MS --consumer C --count N`` (or as a script).
+It talks to the parent through stdout, one line per event, flushed at once:
+
+* ``ready``: the session is built and the store opened; with ``--wait-go`` it then waits for a line on
+  stdin before claiming, so several workers can be released at the same moment;
+* ``merging``: the command's Delta MERGE has been handed to the JVM (printed on every attempt);
+* ``result <json>``: ``{"reply": ..., "attempts": n, "version": v}`` once the command returned.
+
+Spark's own logging goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _announce_merges() -> None:
+    """Prints ``merging`` whenever a Delta MERGE starts executing (the commit of a command)."""
+    from delta.tables import DeltaMergeBuilder
+
+    original = DeltaMergeBuilder.execute
+
+    def execute(self: Any) -> Any:
+        _say("merging")
+        return original(self)
+
+    DeltaMergeBuilder.execute = execute  # type: ignore[method-assign]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--path", required=True, help="folder of the store")
+    parser.add_argument("--clock", type=int, required=True, help="the store's clock: fixed Unix ms")
+    parser.add_argument("--consumer", required=True)
+    parser.add_argument("--count", type=int, required=True, help="XAUTOCLAIM COUNT")
+    parser.add_argument("--key", default="s")
+    parser.add_argument("--group", default="g")
+    parser.add_argument("--min-idle", type=int, default=60_000)
+    parser.add_argument("--justid", action="store_true", help="add JUSTID")
+    parser.add_argument("--wait-go", action="store_true", help="wait for a line on stdin after 'ready'")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    from streamclaim_spark import StreamStore
+    from streamclaim_spark.session import build_session
+
+    spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}")
+    store = StreamStore.open(args.path, spark=spark, clock=lambda: args.clock)
+    _announce_merges()
+    _say("ready")
+    if args.wait_go:
+        sys.stdin.readline()
+    command = ["XAUTOCLAIM", args.key, args.group, args.consumer, str(args.min_idle), "0", "COUNT", str(args.count)]
+    if args.justid:
+        command.append("JUSTID")
+    reply = store.execute(*command)
+    _say(
+        "result " + json.dumps({"reply": reply, "attempts": store.last_attempts, "version": store.last_commit_version})
+    )
+    spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    if __package__ in (None, ""):
+        # Run as a script: make the repository root importable, as ``python -m`` from it would.
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    sys.exit(main())

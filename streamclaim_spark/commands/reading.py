@@ -143,12 +143,12 @@ def _serve_group_stream(ctx: Context, request: Read, key: str, after: StreamId |
         if stream.length and group.last_id != MAX_ID
         else []
     )
-    if entries and not request.noack:
+    if not entries:
+        # Redis 7.0 creates (and touches) the consumer only for a stream it serves: nothing to commit.
+        return None
+    if not request.noack:
         consumer = replace(consumer, active_time=ctx.now)
     ctx.plan.add(Write(consumer_row(key, group_name, consumer, ctx.txn)))
-    if not entries:
-        put_group(ctx, group, group)
-        return None
     moved = group
     for entry in entries:
         if entry.id > moved.last_id:

@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spark = parser.add_argument_group("spark [spark]")
     spark.add_argument("--master", help="master URL when not under spark-submit [master]")
-    spark.add_argument("--shuffle-partitions", type=int, metavar="N", help="[shuffle_partitions]")
+    spark.add_argument(
+        "--shuffle-partitions", type=int, metavar="N", help="spark.sql.shuffle.partitions [shuffle_partitions]"
+    )
     spark.add_argument("--driver-memory", metavar="SIZE", help='e.g. "2g"; console script only [driver_memory]')
     spark.add_argument("--spark-log-level", metavar="LEVEL", help="Spark's log level, e.g. WARN [log_level]")
     spark.add_argument(
@@ -93,7 +95,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="any other spark.* setting; repeatable [spark.conf]",
     )
-    parser.add_argument("--log-level", default="INFO", help="level of the job's own log on stderr (default INFO)")
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="level of the job's own log on stderr (default INFO)",
+    )
+    output.add_argument(
+        "--summary-file",
+        metavar="PATH",
+        help="also write the JSON summary to this file (spark-submit merges the job's stdout and stderr)",
+    )
     return parser
 
 
@@ -142,26 +156,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
     logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # py4j logs every connection it closes at INFO, some after the summary line.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         config = load_config(args.conf_dir, overrides_from(args))
     except ConfigError as error:
         return _fail(EXIT_CONFIG, f"config error: {error}")
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
-        return run_job(config)
+        return run_job(config, summary_file=args.summary_file)
     except Exception:
         log.exception("the run stopped on an unexpected error")
         return EXIT_RUN_FAILED
 
 
-def run_job(config: AppConfig, spark: SparkSession | None = None) -> int:
+def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None) -> int:
     """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
 
     Args:
         config: The loaded configuration.
         spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
+        summary_file: Also write the JSON summary to this file (default: stdout only).
     """
     owned = spark is None and SparkSession.getActiveSession() is None
     session = spark if spark is not None else start_session(config.spark)
@@ -183,9 +200,9 @@ def run_job(config: AppConfig, spark: SparkSession | None = None) -> int:
         try:
             report = recover_stale(store, config.recover_stale)
         except RecoveryFailedError as error:
-            print_summary(error.report)
+            print_summary(error.report, summary_file)
             return _fail(EXIT_RUN_FAILED, str(error))
-        print_summary(report)
+        print_summary(report, summary_file)
         return EXIT_OK
     finally:
         if owned:
@@ -234,10 +251,14 @@ def store_exists(spark: SparkSession, path: str) -> bool:
     return bool(DeltaTable.isDeltaTable(spark, table_path(path, C.STATE_TABLE_DIR)))
 
 
-def print_summary(report: RecoveryReport) -> None:
-    """The run's JSON summary, one line on stdout."""
-    sys.stdout.write(json.dumps(report.to_json()) + "\n")
+def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:
+    """The run's JSON summary, one line on stdout (and in ``summary_file`` when given)."""
+    line = json.dumps(report.to_json()) + "\n"
+    sys.stdout.write(line)
     sys.stdout.flush()
+    if summary_file is not None:
+        with open(summary_file, "w", encoding="utf-8") as handle:
+            handle.write(line)
 
 
 def _fail(code: int, message: str) -> int:

@@ -189,19 +189,19 @@ def recover_stale(store: StreamStore, options: RecoveryOptions, *, run_id: str |
     run_id = run_id or uuid.uuid4().hex
     started = store.clock()
     action = "dry run" if options.dry_run else "run"
-    groups = select_groups(store, options)
-    log.info(
-        "recovery %s %s on %s: %d group(s) match streams=%s groups=%s",
-        action,
-        run_id,
-        store.path,
-        len(groups),
-        list(options.streams),
-        list(options.groups),
-    )
     reports: list[GroupReport] = []
     report = RecoveryReport(run_id, store.path, options, started, started)
     try:
+        groups = select_groups(store, options)
+        log.info(
+            "recovery %s %s on %s: %d group(s) match streams=%s groups=%s",
+            action,
+            run_id,
+            store.path,
+            len(groups),
+            list(options.streams),
+            list(options.groups),
+        )
         for position, group in enumerate(groups, start=1):
             reports.append(_recover_group(store, group, options, run_id))
             log.info("[%d/%d] %s", position, len(groups), describe(reports[-1], options))
@@ -247,6 +247,7 @@ def describe(report: GroupReport, options: RecoveryOptions) -> str:
 
 
 def _recover_group(store: StreamStore, group: GroupMeta, options: RecoveryOptions, run_id: str) -> GroupReport:
+    """Scans one group, dead-letters its poison entries, then claims its other stale entries."""
     key, name = group.key, group.name
     snapshot = store.snapshot()
     now = store.clock()
@@ -270,7 +271,7 @@ def _recover_group(store: StreamStore, group: GroupMeta, options: RecoveryOption
         report = replace(report, dead_lettered=poison)
     elif poison:
         _copy_dead_letters(store, snapshot, group, is_poison, now, run_id)
-        acknowledged, withdrawn, attempts = _acknowledge_dead_letters(store, group, run_id)
+        acknowledged, withdrawn, attempts = _acknowledge_dead_letters(store, group, run_id, poison)
         report = replace(
             report,
             dead_lettered=acknowledged,
@@ -342,18 +343,17 @@ def _copy_dead_letters(
     rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(path)
 
 
-def _acknowledge_dead_letters(store: StreamStore, group: GroupMeta, run_id: str) -> tuple[int, int, int]:
+def _acknowledge_dead_letters(store: StreamStore, group: GroupMeta, run_id: str, copied: int) -> tuple[int, int, int]:
     """Step 2: acknowledges the entries this run copied, if they are still exactly as copied.
 
     The entries to delete are read back from ``dead_letters``, so nothing leaves the PEL without a
     committed copy. An entry acknowledged or claimed by someone else since the copy is left alone and
-    its copy withdrawn. Returns (acknowledged, withdrawn, attempts).
+    its copy withdrawn. ``copied`` is how many copies step 1 wrote. Returns (acknowledged, withdrawn, attempts).
     """
     key, name = group.key, group.name
     copies = _run_copies(store, group, run_id).select(
         F.col("id").alias(_COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
     )
-    total = copies.count()
     last_match: list[DataFrame | None] = [None]
 
     def decide(ctx: Context) -> int:
@@ -372,7 +372,7 @@ def _acknowledge_dead_letters(store: StreamStore, group: GroupMeta, run_id: str)
 
     acknowledged = store.transact("DEAD LETTER ACK", decide)
     attempts = store.last_attempts
-    withdrawn = total - acknowledged
+    withdrawn = copied - acknowledged
     if withdrawn:
         _withdraw_copies(store, group, run_id, copies, last_match[0])
     return acknowledged, withdrawn, attempts

@@ -52,7 +52,9 @@ def build_session(
     """Builds (or reuses) a Delta-enabled SparkSession.
 
     Args:
-        master: Spark master URL; None leaves it to spark-submit (default ``local[2]``).
+        master: Spark master URL; None leaves it to spark-submit (default ``local[2]``). Under
+            spark-submit the JVM already runs, so ``spark.jars.packages`` here cannot add Delta: pass
+            ``--packages io.delta:delta-spark_4.2_2.13:4.4.0`` to spark-submit (docs/RECOVERY.md).
         app_name: Application name shown in Spark's logs.
         conf: Extra Spark settings; they override ``DEFAULT_CONF`` key by key.
     """

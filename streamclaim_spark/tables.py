@@ -36,21 +36,7 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
     conflict (or the other's table) and simply uses the table that won.
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
-    for attempt in range(5):
-        if DeltaTable.isDeltaTable(spark, path):
-            return path
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(STATE_SCHEMA)
-        builder = builder.partitionedBy(C.PARTITION_ID)
-        for key, value in STATE_TABLE_PROPERTIES.items():
-            builder = builder.property(key, value)
-        try:
-            builder.execute()
-            return path
-        except Exception as error:
-            if not is_lost_race(error) and "already exists" not in str(error).lower():
-                raise
-            time.sleep(0.2 * (attempt + 1))
-    return path
+    return _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.PARTITION_ID)
 
 
 # --- the recovery job's companion tables ---------------------------------------------------------------
@@ -123,12 +109,20 @@ def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
     return _ensure_table(spark, path, RECOVERY_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
 
 
-def _ensure_table(spark: SparkSession, path: str, schema: StructType, properties: dict[str, str]) -> str:
-    """Creates an unpartitioned Delta table at ``path`` unless it exists, tolerating a concurrent creator."""
+def _ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    properties: dict[str, str],
+    partition_by: str | None = None,
+) -> str:
+    """Creates a Delta table at ``path`` unless it exists, tolerating a concurrent creator."""
     for attempt in range(5):
         if DeltaTable.isDeltaTable(spark, path):
             return path
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+        if partition_by is not None:
+            builder = builder.partitionedBy(partition_by)
         for key, value in properties.items():
             builder = builder.property(key, value)
         try:

@@ -1,63 +1,120 @@
-"""The README's demo: a small store with a dead consumer and poison entries, then a recovery run.
+"""The README's demo: a small store with a dead consumer and poison entries, then the recovery job.
 
-``python -m streamclaim_spark.demo [--path DIR]`` builds the store under ``./data/demo-store`` (local
-Spark, local Delta tables), shows the stale entries as XPENDING reports them, recovers them and prints
-the report.
+``python -m streamclaim_spark.demo [--path DIR]`` (what ``bash scripts/demo.sh`` runs) builds a store under
+``./data/demo-store`` on local Spark and local Delta tables: three streams, two consumer groups, a consumer
+``worker-1`` that took every entry an hour ago and died, and three payments delivered 12 times (poison).
+It shows XPENDING, runs the recovery job through the same entry point as ``streamclaim-recover`` and
+``spark-submit jobs/recover_stale.py`` (``cli.main``: conf/ files, then flags), and prints the job's
+report, the dead letters it wrote and XPENDING afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import tempfile
+import time
 from collections.abc import Sequence
+from typing import Any
 
-from streamclaim_spark.batch_claim import StaleSelection
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import cli
 from streamclaim_spark.session import build_session
+from streamclaim_spark.sql import register
 from streamclaim_spark.store import StreamStore
 
 HOUR_MS = 3_600_000
+GROUPS = (("orders-eu", "billing"), ("orders-eu", "shipping"), ("orders-us", "billing"), ("payments", "billing"))
+STREAM_SIZES = {"orders-eu": 40, "orders-us": 25, "payments": 10}
+POISON_DELIVERIES = 12
+# The job's flags: claim what has been idle 30 minutes; dead-letter what was delivered more than 10 times.
+JOB_FLAGS = ("--min-idle", "30m", "--max-deliveries", "10", "--consumer", "recovery")
 
 
-def build_demo_store(path: str) -> tuple[StreamStore, list[int]]:
-    """Two order streams and a payments stream; consumer 'worker-1' took entries and died an hour ago."""
-    spark = build_session()
-    clock = [1_700_000_000_000]
-    store = StreamStore.open(path, spark=spark, clock=lambda: clock[0])
-    for key, rows in (("orders-eu", 40), ("orders-us", 25), ("payments", 10)):
+def build_demo_store(path: str, spark: SparkSession, delivered_at_ms: int) -> StreamStore:
+    """Fills a store as a crashed service leaves it; every delivery is stamped ``delivered_at_ms``.
+
+    Every group's entries go to ``worker-1``; the first three payments are then re-delivered with
+    ``RETRYCOUNT 12``, as if they had crashed their consumer again and again.
+    """
+    store = StreamStore.open(path, spark=spark, clock=lambda: delivered_at_ms)
+    for key, rows in STREAM_SIZES.items():
         frame = spark.range(rows).selectExpr("concat('sku-', id) AS sku", "CAST(id % 5 + 1 AS STRING) AS qty")
         store.append(key, frame)
-        store.execute("XGROUP", "CREATE", key, "billing", "0")
-        store.deliver(key, "billing", "worker-1")
-    # Three payments were retried over and over: poison candidates.
-    first = store.execute("XRANGE", "payments", "-", "+", "COUNT", "3")
-    store.execute("XCLAIM", "payments", "billing", "worker-1", "0", *(e[0] for e in first), "RETRYCOUNT", "9")
-    clock[0] += HOUR_MS
-    return store, clock
+    for key, group in GROUPS:
+        store.execute("XGROUP", "CREATE", key, group, "0")
+        store.deliver(key, group, "worker-1")
+    poison = [entry[0] for entry in store.execute("XRANGE", "payments", "-", "+", "COUNT", "3")]
+    store.execute("XCLAIM", "payments", "billing", "worker-1", "0", *poison, "RETRYCOUNT", str(POISON_DELIVERIES))
+    return store
+
+
+def run_recovery_job(path: str, conf_dir: str = "conf") -> tuple[int, dict[str, Any] | None]:
+    """Runs the recovery job on ``path`` as its console script would; returns (exit code, JSON summary)."""
+    with tempfile.TemporaryDirectory() as folder:
+        summary_file = os.path.join(folder, "summary.json")
+        code = cli.main(["--conf-dir", conf_dir, "--store", path, *JOB_FLAGS, "--summary-file", summary_file])
+        if not os.path.exists(summary_file):
+            return code, None
+        with open(summary_file, encoding="utf-8") as handle:
+            summary: dict[str, Any] = json.load(handle)
+    return code, summary
+
+
+def print_report(summary: dict[str, Any]) -> None:
+    """The job's summary as a table, one line per group."""
+    header = f"  {'stream/group':<20} {'pending':>7} {'stale':>5} {'dead-lettered':>13} {'claimed':>7}  to"
+    print(header)
+    for group in summary["groups"]:
+        name = f"{group['stream']}/{group['group_name']}"
+        owners = ", ".join(group["owners"]) or "-"
+        print(
+            f"  {name:<20} {group['scanned']:>7} {group['stale']:>5} {group['dead_lettered']:>13} "
+            f"{group['claimed']:>7}  {owners}"
+        )
+    totals = summary["totals"]
+    print(
+        f"  run {summary['run_id']} {summary['status']}: {totals['groups']} groups, {totals['claimed']} claimed, "
+        f"{totals['dead_lettered']} dead-lettered, {totals['conflicts_retried']} conflicts retried"
+    )
+
+
+def show_pending(store: StreamStore) -> None:
+    for key, group in GROUPS:
+        print(f"  XPENDING {key} {group} -> {store.execute('XPENDING', key, group)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--path", default="data/demo-store", help="store folder (recreated; default %(default)s)")
+    parser.add_argument("--conf-dir", default="conf", help="the job's conf/ folder (default %(default)s)")
     args = parser.parse_args(argv)
-    shutil.rmtree(args.path, ignore_errors=True)
-    store, _ = build_demo_store(args.path)
-    print("Stale pending entries, as XPENDING reports them:")
-    for key in ("orders-eu", "orders-us", "payments"):
-        print(f"  XPENDING {key} billing -> {store.execute('XPENDING', key, 'billing')}")
-    poison = store.claim_stale(StaleSelection(min_idle_ms=600_000, min_deliveries=6), "poison-review")
-    recovered = store.claim_stale(StaleSelection(min_idle_ms=600_000, max_deliveries=5), ["worker-2", "worker-3"])
-    report = {
-        "store": args.path,
-        "poison_to_review": poison.total_claimed,
-        "recovered": {f"{s}/{g}": claimed for (s, g), (claimed, _) in sorted(recovered.counts.items())},
-        "recovered_total": recovered.total_claimed,
-        "commit_versions": [poison.version, recovered.version],
-    }
-    print("Recovery report:")
-    print(json.dumps(report, indent=2))
-    print(f"  XPENDING payments billing -> {store.execute('XPENDING', 'payments', 'billing')}")
-    return 0
+    path = os.path.abspath(args.path)
+    shutil.rmtree(path, ignore_errors=True)
+    spark = build_session()
+    store = build_demo_store(path, spark, delivered_at_ms=int(time.time() * 1000) - HOUR_MS)
+    print("Before: worker-1 took every entry an hour ago and died. XPENDING says:")
+    show_pending(store)
+    print(f"\nRunning the recovery job: streamclaim-recover --store {path} {' '.join(JOB_FLAGS)}\n", flush=True)
+    code, summary = run_recovery_job(path, args.conf_dir)
+    if code != cli.EXIT_OK or summary is None:
+        print(f"The recovery job failed with exit code {code}; its log above says why.")
+        return code or cli.EXIT_RUN_FAILED
+    print("\nRecovery report:")
+    print_report(summary)
+    print("\nDead letters (SELECT ... FROM streamclaim.dead_letters):")
+    register(spark, path)
+    letters = spark.sql(
+        "SELECT stream, group_name, id, owner, delivery_count FROM streamclaim.dead_letters ORDER BY stream, id"
+    )
+    for row in letters.collect():
+        print(f"  {row.stream}/{row.group_name} {row.id} last owner {row.owner}, delivered {row.delivery_count} times")
+    print("\nAfter: XPENDING says:")
+    show_pending(store)
+    return cli.EXIT_OK
 
 
 if __name__ == "__main__":

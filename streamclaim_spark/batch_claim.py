@@ -22,10 +22,10 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark import claim as claims
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.context import Context
-from streamclaim_spark.ids import STORED_OFFSET
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
 from streamclaim_spark.replies import entry_reply
 from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.transaction import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -202,13 +202,6 @@ def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> Data
             C.FIELDS,
         )
     )
-
-
-def id_text(ms: str, seq: str) -> Column:
-    """Renders stored (shifted) ID columns as Redis' ``ms-seq`` text."""
-    offset = F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")
-    as_text = [(F.col(part).cast("decimal(20,0)") + offset).cast("decimal(20,0)").cast("string") for part in (ms, seq)]
-    return F.concat(as_text[0], F.lit("-"), as_text[1])
 
 
 def claim_stale(

@@ -1,8 +1,9 @@
-"""Bulk paths for data that is already a DataFrame: append many entries, deliver many entries.
+"""Bulk paths for data that is already a DataFrame: append, deliver and acknowledge many entries.
 
 Each call is one guarded MERGE, like a single command: ``append`` assigns IDs as a run of ``XADD *``
 would (one millisecond, consecutive sequence numbers), ``deliver`` does what ``XREADGROUP ... >``
-does for up to ``count`` entries, without collecting anything to the driver.
+does for up to ``count`` entries, ``acknowledge`` what ``XACK`` does for any number of IDs, without
+collecting anything to the driver.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.commands.streams import put_stream_head
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import ReplyError, nogroup_xreadgroup
+from streamclaim_spark.errors import ReplyError, nogroup_key_or_group, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, StreamId, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.model import ConsumerMeta, StreamMeta, Write, consumer_row
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, stream_partition
-from streamclaim_spark.snapshot import id_at_least, stored_id
-from streamclaim_spark.transaction import source_frame
+from streamclaim_spark.snapshot import id_at_least, id_text, stored_id
+from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
@@ -37,6 +38,14 @@ class BulkAppend:
     count: int
     first_id: StreamId | None
     last_id: StreamId | None
+    version: int | None
+
+
+@dataclass(frozen=True)
+class BulkAck:
+    """What ``acknowledge`` removed from the group's PEL: ``count`` entries."""
+
+    count: int
     version: int | None
 
 
@@ -166,6 +175,44 @@ def deliver(store: StreamStore, key: str, group: str, consumer: str, count: int 
 
     result = store.transact("BULK DELIVER", decide)
     return replace(result, version=store.last_commit_version)
+
+
+def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
+    """Acknowledges (XACK) the entries ``ids`` names, in one commit; None acknowledges every pending entry.
+
+    Args:
+        store: The store.
+        key: The stream.
+        group: The consumer group.
+        ids: A DataFrame whose ``id_column`` holds entry IDs as Redis text (``"1700000000000-5"``);
+            IDs that are not pending are ignored, as XACK ignores them. None: the group's whole PEL.
+        id_column: The column of ``ids`` holding the IDs (default ``id``).
+
+    Raises:
+        ReplyError: NOGROUP when the stream or group does not exist (XACK itself replies 0 there).
+    """
+    if ids is not None and id_column not in ids.columns:
+        raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
+
+    def decide(ctx: Context) -> BulkAck:
+        head = ctx.snapshot.group(key, group) if ctx.snapshot.stream(key) is not None else None
+        if head is None:
+            raise nogroup_key_or_group(key, group)
+        pending = ctx.snapshot.pending_frame(key, group)
+        if ids is not None:
+            wanted = ids.select(F.col(id_column).cast(StringType()).alias(_ACK_ID)).distinct()
+            pending = pending.withColumn(_ACK_ID, id_text(C.ID_MS, C.ID_SEQ)).join(wanted, _ACK_ID, "left_semi")
+        count = int(pending.count())
+        if count:
+            ctx.plan.add_frame(source_frame_for_deletes(pending.drop(_ACK_ID)), group_partition(key, group))
+            put_group(ctx, head, head)
+        return BulkAck(count, None)
+
+    result = store.transact("BULK ACK", decide)
+    return replace(result, version=store.last_commit_version if result.count else None)
+
+
+_ACK_ID = "_ack_id"
 
 
 def state_rows(frame: DataFrame) -> DataFrame:

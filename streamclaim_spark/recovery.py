@@ -22,13 +22,13 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.batch_claim import StaleSelection, id_text, selected_groups
+from streamclaim_spark.batch_claim import StaleSelection, selected_groups
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import GroupMeta
 from streamclaim_spark.schema import group_partition, stream_partition
-from streamclaim_spark.snapshot import Snapshot, by_bytes
+from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
 from streamclaim_spark.tables import (
     RECOVERY_GROUP_SCHEMA,
     RECOVERY_RUNS_SCHEMA,

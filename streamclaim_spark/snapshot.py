@@ -14,7 +14,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.ids import StreamId, from_stored, to_stored
+from streamclaim_spark.ids import STORED_OFFSET, StreamId, from_stored, to_stored
 from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry, StreamMeta
 from streamclaim_spark.schema import group_partition, stream_partition
 
@@ -40,6 +40,13 @@ def id_in(ids: Iterable[StreamId]) -> Column:
     literals = [F.struct(F.lit(to_stored(i.ms)), F.lit(to_stored(i.seq))) for i in wanted]
     ms_values = sorted({to_stored(i.ms) for i in wanted})
     return F.col(C.ID_MS).isin(ms_values) & pairs.isin(literals)
+
+
+def id_text(ms: str, seq: str) -> Column:
+    """Renders stored (shifted) ID columns as Redis' ``ms-seq`` text."""
+    offset = F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")
+    as_text = [(F.col(part).cast("decimal(20,0)") + offset).cast("decimal(20,0)").cast("string") for part in (ms, seq)]
+    return F.concat(as_text[0], F.lit("-"), as_text[1])
 
 
 def stored_id(row: Row | dict[str, Any], ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:

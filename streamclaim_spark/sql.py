@@ -32,7 +32,7 @@ def unsigned_sql(stored: str) -> str:
 
 
 def id_sql(ms: str, seq: str) -> str:
-    """SQL rendering stored ID columns as ``ms-seq`` text (the SQL twin of ``batch_claim.id_text``)."""
+    """SQL rendering stored ID columns as ``ms-seq`` text (the SQL twin of ``snapshot.id_text``)."""
     return f"concat(CAST({unsigned_sql(ms)} AS STRING), '-', CAST({unsigned_sql(seq)} AS STRING))"
 
 

@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.bulk import BulkAppend, BulkDelivery
+from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery
 from streamclaim_spark.context import Context
 from streamclaim_spark.session import active_or_new_session, require_delta
 from streamclaim_spark.snapshot import Snapshot
@@ -132,6 +132,10 @@ class StreamStore:
     def deliver(self, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
         """Delivers up to ``count`` new entries to ``consumer`` in one commit (see bulk.deliver)."""
         return bulk.deliver(self, key, group, consumer, count)
+
+    def acknowledge(self, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
+        """Acknowledges (XACK) every ID in ``ids`` (None: the whole PEL) in one commit (see bulk.acknowledge)."""
+        return bulk.acknowledge(self, key, group, ids, id_column)
 
     # --- batched claims ------------------------------------------------------------------------------------
 

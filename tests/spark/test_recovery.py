@@ -29,9 +29,9 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, recovery
 from streamclaim_spark import _constants as C
-from streamclaim_spark.batch_claim import id_text
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.recovery import GroupReport, RecoveryFailedError, recover_stale
+from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, table_path
 from streamclaim_spark.transaction import latest_version
 

@@ -29,10 +29,10 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, sql
-from streamclaim_spark.batch_claim import id_text
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.ids import to_stored
 from streamclaim_spark.recovery import recover_stale
+from streamclaim_spark.snapshot import id_text
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

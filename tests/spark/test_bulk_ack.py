@@ -1,0 +1,70 @@
+"""Bulk acknowledgement: XACK for a DataFrame of IDs (or a whole PEL) in one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import ReplyError, StreamStore
+from tests.spark.pel import current_version
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def delivered_store(spark: SparkSession, make_store: Callable[..., StreamStore]) -> StreamStore:
+    """Stream s with 10 entries T0-0..T0-9, all delivered to consumer c of group g."""
+    store = make_store(clock=lambda: T0)
+    store.append("s", spark.range(10).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "c")
+    return store
+
+
+def test_acknowledge_removes_exactly_the_pending_ids_named_and_ignores_the_others(
+    spark: SparkSession, delivered_store: StreamStore
+) -> None:
+    ids = spark.createDataFrame([(f"{T0}-{n}",) for n in (0, 3, 3, 9)] + [("5-0",), (f"{T0}-99",)], "id string")
+
+    result = delivered_store.acknowledge("s", "g", ids)
+
+    assert result.count == 3
+    assert result.version == current_version(delivered_store)
+    assert delivered_store.execute("XPENDING", "s", "g") == [7, f"{T0}-1", f"{T0}-8", [["c", "7"]]]
+    assert delivered_store.execute("XACK", "s", "g", f"{T0}-0", f"{T0}-1") == 1
+
+
+def test_acknowledge_without_ids_empties_the_whole_pel(delivered_store: StreamStore) -> None:
+    result = delivered_store.acknowledge("s", "g", None)
+
+    assert result.count == 10
+    assert delivered_store.execute("XPENDING", "s", "g") == [0, None, None, None]
+    assert delivered_store.execute("XLEN", "s") == 10
+
+
+def test_acknowledging_nothing_pending_commits_nothing(spark: SparkSession, delivered_store: StreamStore) -> None:
+    before = current_version(delivered_store)
+
+    result = delivered_store.acknowledge("s", "g", spark.createDataFrame([("1-1",)], "id string"))
+
+    assert (result.count, result.version) == (0, None)
+    assert current_version(delivered_store) == before
+
+
+def test_acknowledge_on_a_missing_group_raises_nogroup_and_commits_nothing(delivered_store: StreamStore) -> None:
+    before = current_version(delivered_store)
+
+    with pytest.raises(ReplyError) as raised:
+        delivered_store.acknowledge("s", "nope", None)
+
+    assert str(raised.value) == "NOGROUP No such key 's' or consumer group 'nope'"
+    assert current_version(delivered_store) == before
+
+
+def test_acknowledge_names_a_missing_id_column(spark: SparkSession, delivered_store: StreamStore) -> None:
+    with pytest.raises(ValueError, match="id_column='id' is not a column of ids"):
+        delivered_store.acknowledge("s", "g", spark.createDataFrame([("1-1",)], "entry string"))

@@ -61,7 +61,9 @@ def seconds_text(timing: Mapping[str, Any] | None) -> str:
         return f"{mark}{value / 60:.1f} min"
     if value >= 1:
         return f"{mark}{value:.1f} s"
-    return f"{mark}{value * 1000:.0f} ms"
+    if value >= 0.01:
+        return f"{mark}{value * 1000:.0f} ms"
+    return f"{mark}{value * 1000:.2f} ms"
 
 
 def ratio_text(store: Mapping[str, Any] | None, redis: Mapping[str, Any] | None) -> str:

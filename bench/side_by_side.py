@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from bench.report import REDIS, STORE, Timing, comparison_table, latency_table, plot, projected
 from streamclaim_spark import StaleSelection, StreamStore
 from streamclaim_spark.session import build_session
+from streamclaim_spark.store import DEFAULT_ROWS_PER_FILE
 from tests.redis_server import RedisServer
 
 KEY = "bench"
@@ -175,10 +176,15 @@ def entries(spark: SparkSession, size: int) -> DataFrame:
 
 
 def run_store(
-    spark: SparkSession, root: str, size: int, latency_calls: int, loop_calls: int
+    spark: SparkSession,
+    root: str,
+    size: int,
+    latency_calls: int,
+    loop_calls: int,
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
 ) -> tuple[Steps, dict[str, list[float]]]:
     """The workload on a fresh store under ``root``; loops through ``execute`` stop after ``loop_calls`` calls."""
-    store = StreamStore.open(os.path.join(root, f"store-{size}"), spark=spark)
+    store = StreamStore.open(os.path.join(root, f"store-{size}"), spark=spark, rows_per_file=rows_per_file)
     steps: Steps = {}
     seconds, appended = timed(store.append, KEY, entries(spark, size))
     steps["load"] = Timing(seconds, items=appended.count).as_dict()
@@ -277,6 +283,7 @@ def run(
     spark_conf: dict[str, str] | None = None,
     warm_up: bool = True,
     root: str | None = None,
+    rows_per_file: int = DEFAULT_ROWS_PER_FILE,
 ) -> dict[str, Any]:
     """Runs the whole comparison and returns the results dictionary (see bench.report)."""
     spark_start = None
@@ -297,7 +304,7 @@ def run(
             print(f"[N={size:,}] redis ...", flush=True)
             redis_steps, redis_latency = run_redis(workload, size, calls)
             print(f"[N={size:,}] store ...", flush=True)
-            store_steps, store_latency_ms = run_store(spark, root, size, calls, loop_calls)
+            store_steps, store_latency_ms = run_store(spark, root, size, calls, loop_calls, rows_per_file)
             results["sizes"][str(size)] = {REDIS: redis_steps, STORE: store_steps}
             if calls:
                 results["latency"] = {REDIS: redis_latency, STORE: store_latency_ms}
@@ -316,6 +323,7 @@ def run(
             "min_idle_ms": MIN_IDLE_MS,
             "loop_calls": loop_calls,
             "latency_calls": latency_calls,
+            "rows_per_file": rows_per_file,
         }
     return results
 
@@ -329,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--driver-memory", default="12g")
     parser.add_argument("--shuffle-partitions", default="4")
+    parser.add_argument(
+        "--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE, help="the store's file cap (0: none)"
+    )
     parser.add_argument("--out", default="docs/benchmarks", help="folder for results.json and time_vs_n.png")
     args = parser.parse_args(argv)
     conf = {
@@ -336,7 +347,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "spark.sql.shuffle.partitions": args.shuffle_partitions,
         "spark.ui.enabled": "false",
     }
-    results = run(args.sizes, latency_calls=args.latency_calls, loop_calls=args.loop_calls, spark_conf=conf)
+    results = run(
+        args.sizes,
+        latency_calls=args.latency_calls,
+        loop_calls=args.loop_calls,
+        spark_conf=conf,
+        rows_per_file=args.rows_per_file,
+    )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as handle:
         json.dump(results, handle, indent=1)

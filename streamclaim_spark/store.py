@@ -29,6 +29,10 @@ T = TypeVar("T")
 Clock = Callable[[], int]
 
 
+# 100k pending rows make a ~0.4 MB file, 100k entries of a few short fields ~1.2 MB.
+DEFAULT_ROWS_PER_FILE = 100_000
+
+
 def wall_clock_ms() -> int:
     """Unix time in milliseconds, as Redis' mstime()."""
     return time.time_ns() // 1_000_000
@@ -43,13 +47,20 @@ class StreamStore:
     """
 
     def __init__(
-        self, spark: SparkSession, path: str, state_path: str, clock: Clock, retry_policy: RetryPolicy
+        self,
+        spark: SparkSession,
+        path: str,
+        state_path: str,
+        clock: Clock,
+        retry_policy: RetryPolicy,
+        rows_per_file: int = DEFAULT_ROWS_PER_FILE,
     ) -> None:
         self.spark = spark
         self.path = path
         self.state_path = state_path
         self.clock = clock
         self.retry_policy = retry_policy
+        self.rows_per_file = rows_per_file
         self._local = threading.local()
 
     @classmethod
@@ -59,6 +70,7 @@ class StreamStore:
         spark: SparkSession | None = None,
         clock: Clock | None = None,
         retry_policy: RetryPolicy | None = None,
+        rows_per_file: int = DEFAULT_ROWS_PER_FILE,
     ) -> StreamStore:
         """Opens the store at ``path`` (any Hadoop path), creating its Delta tables if missing.
 
@@ -67,13 +79,18 @@ class StreamStore:
             spark: A Delta-enabled session; None builds or reuses one (session.build_session).
             clock: Zero-argument callable returning Unix milliseconds (default: the wall clock).
             retry_policy: How commands re-run after losing a commit race (default RetryPolicy()).
+            rows_per_file: Most rows a commit writes into one data file (0: no limit). Bulk writes
+                come out in ID order, so capped files cover narrow ID ranges: a command that changes
+                a few entries of a big PEL rewrites one such file, not the whole PEL (docs/BENCHMARKS.md).
         """
+        if rows_per_file < 0:
+            raise ValueError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
         if not path:
             raise ValueError("path: give the folder of the store, e.g. /data/streams or s3a://bucket/streams")
         session = spark if spark is not None else active_or_new_session()
         require_delta(session)
         state_path = ensure_state_table(session, path)
-        return cls(session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy())
+        return cls(session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy(), rows_per_file)
 
     # --- plumbing ---------------------------------------------------------------------------------------
 
@@ -116,7 +133,10 @@ class StreamStore:
             context = Context(snapshot, now=self.clock(), txn=uuid.uuid4().hex)
             result = decide(context)
             if not context.plan.empty:
-                self._local.version = commit_plan(session, self.state_path, context.plan, f"{operation} {context.txn}")
+                operation_name = f"{operation} {context.txn}"
+                self._local.version = commit_plan(
+                    session, self.state_path, context.plan, operation_name, rows_per_file=self.rows_per_file
+                )
             return result
 
         result, attempts = run_with_retries(attempt, self.retry_policy, operation)

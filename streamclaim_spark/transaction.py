@@ -216,11 +216,12 @@ _CLAIM_SET: dict[str, str | Column] = {
 }
 
 
-def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str) -> int:
+def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int:
     """Commits ``plan`` as one MERGE and returns the Delta version it created.
 
     ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
-    created travel through session-local settings.
+    created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
+    the commit writes (0: no cap).
     """
     source = spark.createDataFrame(source_rows(plan.writes), SOURCE_SCHEMA)
     for frame in plan.frames:
@@ -241,6 +242,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
     # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
     spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
+    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
     (
         DeltaTable.forPath(spark, table_path)
         .alias("t")

@@ -30,6 +30,7 @@ def test_percentile_is_nearest_rank() -> None:
     [
         (None, "-"),
         ({"seconds": 0.0123}, "12 ms"),
+        ({"seconds": 0.00042}, "0.42 ms"),
         ({"seconds": 4.56}, "4.6 s"),
         ({"seconds": 600.0, "projected": True}, "~10.0 min"),
         ({"seconds": 36_000.0, "projected": True}, "~10.0 h"),
@@ -59,7 +60,7 @@ def test_comparison_table_has_a_row_per_workload_and_size_with_both_times() -> N
 
     label = "recover all N: Redis XAUTOCLAIM COUNT 100 loop vs one batched claim"
     assert f"| {label} | 1,000 | 2.0 s | 1.0 s | 0.50× |" in lines
-    assert "| XPENDING summary over a PEL of N | 1,000 | 1 ms | 500 ms | 500× |" in lines
+    assert "| XPENDING summary over a PEL of N | 1,000 | 1.00 ms | 500 ms | 500× |" in lines
 
 
 def test_latency_table_reports_p50_p99_and_the_p50_ratio() -> None:

@@ -6,8 +6,10 @@ from collections.abc import Callable
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark.schema import stream_partition
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
@@ -68,3 +70,28 @@ def test_acknowledge_on_a_missing_group_raises_nogroup_and_commits_nothing(deliv
 def test_acknowledge_names_a_missing_id_column(spark: SparkSession, delivered_store: StreamStore) -> None:
     with pytest.raises(ValueError, match="id_column='id' is not a column of ids"):
         delivered_store.acknowledge("s", "g", spark.createDataFrame([("1-1",)], "entry string"))
+
+
+def test_bulk_writes_split_into_files_of_at_most_rows_per_file_each_covering_a_narrow_id_range(
+    spark: SparkSession, make_store: Callable[..., StreamStore]
+) -> None:
+    store = make_store(clock=lambda: T0, rows_per_file=100)
+    store.append("s", spark.range(250).selectExpr("id AS n"))
+
+    partition = store.table_at(current_version(store)).where(F.col("partition_id") == stream_partition("s"))
+    files = (
+        partition.groupBy(F.input_file_name().alias("file"))
+        .agg(
+            F.count("*").alias("rows"),
+            F.sum(F.when(F.col("row_kind") == "entry", 1).otherwise(0)).alias("entries"),
+            F.min("id_seq").alias("low"),
+            F.max("id_seq").alias("high"),
+        )
+        .collect()
+    )
+
+    assert len(files) == 3
+    assert max(row["rows"] for row in files) == 100
+    assert sum(row["entries"] for row in files) == 250
+    # Each file holds a run of consecutive IDs: its ID range is exactly as wide as its entry count.
+    assert all(row["high"] - row["low"] + 1 == row["entries"] for row in files)

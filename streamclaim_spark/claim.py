@@ -24,8 +24,8 @@ from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_key_or_group
 from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
 from streamclaim_spark.model import Claim, ConsumerMeta, Entry, GroupMeta, Write, consumer_row, pending_key
-from streamclaim_spark.schema import group_partition, stream_partition
-from streamclaim_spark.snapshot import id_at_least, stored_id
+from streamclaim_spark.schema import group_partition
+from streamclaim_spark.snapshot import id_at_least, id_at_most, stored_id
 
 ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
 ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
@@ -263,31 +263,38 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
 def _scan_pel(
     ctx: Context, key: str, group: str, start: StreamId, limit: int
 ) -> list[tuple[StreamId, int, Entry | None]]:
-    """The group's first ``limit`` PEL entries from ``start``, each with its stream entry (None: deleted)."""
+    """The group's first ``limit`` PEL entries from ``start``, each with its stream entry (None: deleted).
+
+    Two reads rather than one join: the entries are then looked up by the scanned IDs, whose range
+    lets Delta skip every entry file outside it (a join would scan the whole stream).
+    """
     pel = (
         ctx.snapshot.pending_frame(key, group)
         .where(id_at_least(start))
         .select(C.ID_MS, C.ID_SEQ, C.DELIVERY_TIME_MS)
         .orderBy(C.ID_MS, C.ID_SEQ)
         .limit(limit)
+        .collect()
     )
-    entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).select(C.ID_MS, C.ID_SEQ, F.col(C.FIELDS))
-    rows = pel.join(entries, on=[C.ID_MS, C.ID_SEQ], how="left").orderBy(C.ID_MS, C.ID_SEQ).collect()
-    scanned = []
-    for row in rows:
-        entry_id = stored_id(row)
-        fields = row[C.FIELDS]
-        entry = None if fields is None else Entry(entry_id, tuple((p["field"], p["value"]) for p in fields))
-        scanned.append((entry_id, row[C.DELIVERY_TIME_MS], entry))
-    return scanned
+    scanned = [(stored_id(row), row[C.DELIVERY_TIME_MS]) for row in pel]
+    live = ctx.snapshot.entries_by_id(key, [entry_id for entry_id, _ in scanned]) if scanned else {}
+    return [(entry_id, delivered_at, live.get(entry_id)) for entry_id, delivered_at in scanned]
 
 
 def rows_written(table: DataFrame, result: ClaimResult) -> set[StreamId]:
-    """IDs of the PEL rows the claim's commit wrote (its ``txn`` tag); ``table`` is pinned at that commit."""
+    """IDs of the PEL rows the claim's commit wrote (its ``txn`` tag); ``table`` is pinned at that commit.
+
+    Only the claimed IDs' range is read: Delta skips the PEL's other files.
+    """
+    if not result.claimed:
+        return set()
+    ids = [entry_id for entry_id, _ in result.claimed]
     rows = (
         table.where(
             (F.col(C.PARTITION_ID) == group_partition(result.key, result.group))
             & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+            & id_at_least(min(ids))
+            & id_at_most(max(ids))
             & (F.col(C.TXN) == result.txn)
         )
         .select(C.ID_MS, C.ID_SEQ)

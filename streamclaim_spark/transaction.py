@@ -234,8 +234,12 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         f"AND t.{C.ROW_KIND} = s.{C.ROW_KIND} AND t.{C.ID_MS} <=> s.{C.ID_MS} "
         f"AND t.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND t.{C.CONSUMER} <=> s.{C.CONSUMER}"
     )
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
     small = not plan.frames
+    condition = F.expr(on)
+    if small:
+        for bound in id_bounds(plan.writes):
+            condition = condition & bound
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
     # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
     # deletion vectors, and a local source needs no materializing. Bulk plans keep both (docs/DESIGN.md).
     spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
@@ -246,7 +250,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     (
         DeltaTable.forPath(spark, table_path)
         .alias("t")
-        .merge(source.alias("s"), on)
+        .merge(source.alias("s"), condition)
         .whenMatchedUpdate(
             condition=f"s.{OP_GUARD} AND NOT (t.{C.VERSION} <=> s.{OP_EXPECT})",
             set=_column_map({C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"}),
@@ -269,6 +273,32 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         .execute()
     )
     return committed_version(spark)
+
+
+def id_bounds(writes: Iterable[Write]) -> list[Column]:
+    """Target-only ON conditions that confine entry and pending rows to the ID range the writes touch.
+
+    A target row of those kinds outside the range matches no source row anyway, so the conditions
+    change no outcome; they let Delta skip, by the files' min/max statistics, every file of a big PEL
+    or stream whose IDs lie elsewhere. ``<``/``>`` rather than ``<>`` because Delta's data skipping
+    understands range comparisons; Column literals because stored IDs reach -2^63, which SQL text
+    would parse as a decimal.
+    """
+    kind, ms, seq = F.col(f"t.{C.ROW_KIND}"), F.col(f"t.{C.ID_MS}"), F.col(f"t.{C.ID_SEQ}")
+    bounds = []
+    for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
+        ids = sorted((w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind)
+        if not ids:
+            continue
+        (low_ms, low_seq), (high_ms, high_seq) = ids[0], ids[-1]
+        in_range = (
+            (ms >= F.lit(low_ms))
+            & ((ms > F.lit(low_ms)) | (seq >= F.lit(low_seq)))
+            & (ms <= F.lit(high_ms))
+            & ((ms < F.lit(high_ms)) | (seq <= F.lit(high_seq)))
+        )
+        bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)
+    return bounds
 
 
 def _column_map(expressions: dict[str, str]) -> dict[str, str | Column]:

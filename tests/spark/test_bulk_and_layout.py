@@ -1,4 +1,4 @@
-"""Bulk acknowledgement: XACK for a DataFrame of IDs (or a whole PEL) in one commit."""
+"""Bulk acknowledgement (XACK for a DataFrame of IDs in one commit), and the file layout that keeps big PELs cheap."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark.ids import StreamId
 from streamclaim_spark.schema import stream_partition
+from streamclaim_spark.snapshot import stored_id
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
@@ -95,3 +97,21 @@ def test_bulk_writes_split_into_files_of_at_most_rows_per_file_each_covering_a_n
     assert sum(row["entries"] for row in files) == 250
     # Each file holds a run of consecutive IDs: its ID range is exactly as wide as its entry count.
     assert all(row["high"] - row["low"] + 1 == row["entries"] for row in files)
+
+
+def test_lookups_by_id_read_only_the_files_whose_id_range_holds_the_ids(
+    spark: SparkSession, make_store: Callable[..., StreamStore]
+) -> None:
+    store = make_store(clock=lambda: T0, rows_per_file=100)
+    store.append("s", spark.range(1000).selectExpr("id AS n"))
+    snapshot = store.snapshot()
+    entries = snapshot.partition(stream_partition("s"), "entry")
+
+    few = snapshot.with_ids(entries, [StreamId(T0, 450), StreamId(T0, 460)])
+    many = snapshot.with_ids(entries, [StreamId(T0, n) for n in range(300, 400)])
+
+    assert len(entries.inputFiles()) == 11  # 1,000 entries and the stream head, 100 rows a file
+    assert len(few.inputFiles()) == 1
+    assert len(many.inputFiles()) in (1, 2)  # 300..399 may straddle two files, depending on the head row
+    assert sorted(stored_id(row).seq for row in few.collect()) == [450, 460]
+    assert many.count() == 100

@@ -189,9 +189,17 @@ def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> Data
         F.col(C.PARTITION_ID).isin(list(partitions)) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.TXN) == txn)
     )
     entries = table.where(F.col(C.ROW_KIND) == C.KIND_ENTRY).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
+    return pending_with_fields(pel, entries, [C.STREAM, C.ID_MS, C.ID_SEQ])
+
+
+def pending_with_fields(pending: DataFrame, entries: DataFrame, on: Sequence[str]) -> DataFrame:
+    """PEL rows as users see them: stream, group, ID text, owner, delivery count and time, entry fields.
+
+    ``entries`` holds the ``on`` columns and ``fields``; fields are null for an entry deleted from the stream.
+    """
     return (
-        pel.drop(C.FIELDS)
-        .join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
+        pending.drop(C.FIELDS)
+        .join(entries, on=list(on), how="left")
         .select(
             C.STREAM,
             C.GROUP,

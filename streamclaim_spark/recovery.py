@@ -22,7 +22,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.batch_claim import StaleSelection, selected_groups
+from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, selected_groups
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
@@ -326,18 +326,10 @@ def _copy_dead_letters(
 ) -> None:
     """Step 1: appends the poison entries, as the snapshot shows them, to ``dead_letters`` (one commit)."""
     key = group.key
-    pending = snapshot.pending_frame(key, group.name).where(is_poison).drop(C.FIELDS)
+    pending = snapshot.pending_frame(key, group.name).where(is_poison)
     entries = snapshot.partition(stream_partition(key), C.KIND_ENTRY).select(C.ID_MS, C.ID_SEQ, C.FIELDS)
-    rows = pending.join(entries, on=[C.ID_MS, C.ID_SEQ], how="left").select(
-        F.lit(run_id).alias("run_id"),
-        F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"),
-        C.STREAM,
-        C.GROUP,
-        id_text(C.ID_MS, C.ID_SEQ).alias("id"),
-        C.OWNER,
-        C.DELIVERY_COUNT,
-        C.DELIVERY_TIME_MS,
-        C.FIELDS,
+    rows = pending_with_fields(pending, entries, [C.ID_MS, C.ID_SEQ]).select(
+        F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
     )
     path = ensure_dead_letter_table(store.session(), store.path)
     rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(path)

@@ -8,7 +8,10 @@ of them; tables mark it with ``~``.
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -168,3 +171,40 @@ def plot(results: Mapping[str, Any], path: str) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def merge(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Several runs' results as one: sizes from every run (a later run wins a size), the first latency
+    measured, the first run's ``meta`` plus every run's ``meta`` under ``runs`` (say which size came from
+    which run)."""
+    merged: dict[str, Any] = {"sizes": {}, "latency": {}, "meta": dict(runs[0].get("meta", {})), "runs": []}
+    for run in runs:
+        merged["sizes"].update(run["sizes"])
+        if not merged["latency"] and run.get("latency"):
+            merged["latency"] = run["latency"]
+        merged["runs"].append({"sizes": sorted(run["sizes"], key=int), "meta": run.get("meta", {})})
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m bench.report RESULTS.json [MORE.json ...] --out DIR``: merge runs, redraw, print tables."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("results", nargs="+", help="results.json files of bench.side_by_side runs")
+    parser.add_argument("--out", default="docs/benchmarks", help="folder for the merged results.json and plot")
+    args = parser.parse_args(argv)
+    runs = []
+    for path in args.results:
+        with open(path, encoding="utf-8") as handle:
+            runs.append(json.load(handle))
+    results = merge(runs)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=1)
+    plot(results, os.path.join(args.out, "time_vs_n.png"))
+    print(comparison_table(results))
+    print()
+    print(latency_table(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.report import Timing, comparison_table, latency_table, percentile, projected, ratio_text, seconds_text
+from bench.report import (
+    Timing,
+    comparison_table,
+    latency_table,
+    merge,
+    percentile,
+    projected,
+    ratio_text,
+    seconds_text,
+)
 
 
 def test_projected_scales_the_mean_of_the_measured_calls_to_all_calls() -> None:
@@ -67,3 +76,15 @@ def test_latency_table_reports_p50_p99_and_the_p50_ratio() -> None:
     results = {"latency": {"store": {"XACK": [100.0, 200.0]}, "redis": {"XACK": [0.1, 0.2]}}}
 
     assert latency_table(results).splitlines()[2] == "| XACK | 100 ms | 200 ms | 0.100 ms | 0.200 ms | 1,000× |"
+
+
+def test_merge_keeps_every_size_the_first_latency_and_says_which_run_measured_what() -> None:
+    first = {"sizes": {"10": {"redis": {}}, "100": {"redis": {"load": 1}}}, "latency": {"redis": {}}, "meta": {"a": 1}}
+    second = {"sizes": {"100": {"redis": {"load": 2}}, "1000": {}}, "latency": {}, "meta": {"b": 2}}
+
+    merged = merge([first, second])
+
+    assert merged["sizes"] == {"10": {"redis": {}}, "100": {"redis": {"load": 2}}, "1000": {}}
+    assert merged["latency"] == {"redis": {}}
+    assert merged["meta"] == {"a": 1}
+    assert merged["runs"] == [{"sizes": ["10", "100"], "meta": {"a": 1}}, {"sizes": ["100", "1000"], "meta": {"b": 2}}]

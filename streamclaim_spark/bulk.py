@@ -16,10 +16,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.groups import group_or_nogroup, put_group
 from streamclaim_spark.commands.streams import put_stream_head
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import ReplyError, nogroup_key_or_group, nogroup_xreadgroup
+from streamclaim_spark.errors import ReplyError, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, StreamId, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.model import ConsumerMeta, StreamMeta, Write, consumer_row
@@ -177,6 +177,10 @@ def deliver(store: StreamStore, key: str, group: str, consumer: str, count: int 
     return replace(result, version=store.last_commit_version)
 
 
+# Column carrying the ID text both sides of acknowledge's join are matched on.
+_ACK_ID = "_ack_id"
+
+
 def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
     """Acknowledges (XACK) the entries ``ids`` names, in one commit; None acknowledges every pending entry.
 
@@ -195,9 +199,7 @@ def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None,
         raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
 
     def decide(ctx: Context) -> BulkAck:
-        head = ctx.snapshot.group(key, group) if ctx.snapshot.stream(key) is not None else None
-        if head is None:
-            raise nogroup_key_or_group(key, group)
+        head = group_or_nogroup(ctx, key, group)
         pending = ctx.snapshot.pending_frame(key, group)
         if ids is not None:
             wanted = ids.select(F.col(id_column).cast(StringType()).alias(_ACK_ID)).distinct()
@@ -210,9 +212,6 @@ def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None,
 
     result = store.transact("BULK ACK", decide)
     return replace(result, version=store.last_commit_version if result.count else None)
-
-
-_ACK_ID = "_ack_id"
 
 
 def state_rows(frame: DataFrame) -> DataFrame:

@@ -18,14 +18,14 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.groups import group_or_nogroup, put_group
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_key_or_group
+from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
 from streamclaim_spark.model import Claim, ConsumerMeta, Entry, GroupMeta, Write, consumer_row, pending_key
 from streamclaim_spark.schema import group_partition
-from streamclaim_spark.snapshot import id_at_least, id_at_most, stored_id
+from streamclaim_spark.snapshot import id_at_least, id_between, stored_id
 
 ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
 ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
@@ -125,9 +125,7 @@ def _touch_consumer(ctx: Context, group: GroupMeta, name: str) -> None:
 def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
     key, group_name, consumer = argv[1], argv[2], argv[3]
-    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
-    if group is None:
-        raise nogroup_key_or_group(key, group_name)
+    group = group_or_nogroup(ctx, key, group_name)
     request = parse_xclaim(argv)
     when = delivery_time(request, ctx.now)
     occurrences = Counter(request.ids)
@@ -219,9 +217,7 @@ def parse_xautoclaim(argv: Sequence[str]) -> XAutoClaim:
 def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
     """One XAUTOCLAIM step: examine at most COUNT x 10 PEL entries from ``start`` in ID order."""
     key, group_name = request.key, request.group
-    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
-    if group is None:
-        raise nogroup_key_or_group(key, group_name)
+    group = group_or_nogroup(ctx, key, group_name)
     attempts = request.count * C.XAUTOCLAIM_ATTEMPTS_FACTOR
     scanned = _scan_pel(ctx, key, group_name, request.start, attempts + 1)
     cutoff = ctx.now - request.min_idle if request.min_idle else None
@@ -293,8 +289,7 @@ def rows_written(table: DataFrame, result: ClaimResult) -> set[StreamId]:
         table.where(
             (F.col(C.PARTITION_ID) == group_partition(result.key, result.group))
             & (F.col(C.ROW_KIND) == C.KIND_PENDING)
-            & id_at_least(min(ids))
-            & id_at_most(max(ids))
+            & id_between(min(ids), max(ids))
             & (F.col(C.TXN) == result.txn)
         )
         .select(C.ID_MS, C.ID_SEQ)

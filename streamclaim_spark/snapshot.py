@@ -19,16 +19,31 @@ from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry
 from streamclaim_spark.schema import group_partition, stream_partition
 
 
-def id_at_least(bound: StreamId) -> Column:
-    """Rows whose (id_ms, id_seq) is >= ``bound``; the id_ms conjunct lets Delta skip files."""
+def _id_columns(table: str) -> tuple[Column, Column]:
+    prefix = f"{table}." if table else ""
+    return F.col(prefix + C.ID_MS), F.col(prefix + C.ID_SEQ)
+
+
+def id_at_least(bound: StreamId, table: str = "") -> Column:
+    """Rows whose (id_ms, id_seq) is >= ``bound``; the id_ms conjunct lets Delta skip files.
+
+    ``table`` qualifies the columns with an alias (``"t"`` in a MERGE condition).
+    """
     ms, seq = to_stored(bound.ms), to_stored(bound.seq)
-    return (F.col(C.ID_MS) >= ms) & ((F.col(C.ID_MS) > ms) | (F.col(C.ID_SEQ) >= seq))
+    id_ms, id_seq = _id_columns(table)
+    return (id_ms >= F.lit(ms)) & ((id_ms > F.lit(ms)) | (id_seq >= F.lit(seq)))
 
 
-def id_at_most(bound: StreamId) -> Column:
+def id_at_most(bound: StreamId, table: str = "") -> Column:
     """Rows whose (id_ms, id_seq) is <= ``bound``."""
     ms, seq = to_stored(bound.ms), to_stored(bound.seq)
-    return (F.col(C.ID_MS) <= ms) & ((F.col(C.ID_MS) < ms) | (F.col(C.ID_SEQ) <= seq))
+    id_ms, id_seq = _id_columns(table)
+    return (id_ms <= F.lit(ms)) & ((id_ms < F.lit(ms)) | (id_seq <= F.lit(seq)))
+
+
+def id_between(low: StreamId, high: StreamId, table: str = "") -> Column:
+    """Rows whose ID lies in [low, high]: the range Delta's min/max statistics skip files by."""
+    return id_at_least(low, table) & id_at_most(high, table)
 
 
 def id_in(ids: Iterable[StreamId]) -> Column:
@@ -39,8 +54,7 @@ def id_in(ids: Iterable[StreamId]) -> Column:
     pairs = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
     literals = [F.struct(F.lit(to_stored(i.ms)), F.lit(to_stored(i.seq))) for i in wanted]
     ms_values = sorted({to_stored(i.ms) for i in wanted})
-    in_range = id_at_least(wanted[0]) & id_at_most(wanted[-1])
-    return in_range & F.col(C.ID_MS).isin(ms_values) & pairs.isin(literals)
+    return id_between(wanted[0], wanted[-1]) & F.col(C.ID_MS).isin(ms_values) & pairs.isin(literals)
 
 
 def id_text(ms: str, seq: str) -> Column:
@@ -105,10 +119,14 @@ class Snapshot:
         keys = self.spark.createDataFrame(
             [(to_stored(i.ms), to_stored(i.seq)) for i in wanted], f"{C.ID_MS} long, {C.ID_SEQ} long"
         )
-        in_range = frame.where(id_at_least(wanted[0]) & id_at_most(wanted[-1]))
+        in_range = frame.where(id_between(wanted[0], wanted[-1]))
         return in_range.join(F.broadcast(keys), on=[C.ID_MS, C.ID_SEQ], how="left_semi")
 
     # --- heads ----------------------------------------------------------------------------------
+
+    def existing_group(self, key: str, name: str) -> GroupMeta | None:
+        """Group ``name`` of stream ``key``, or None when either does not exist."""
+        return self.group(key, name) if self.stream(key) is not None else None
 
     def stream(self, key: str) -> StreamMeta | None:
         """The stream's head, or None when the key does not exist."""

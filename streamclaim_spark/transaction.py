@@ -34,8 +34,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
 from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA
+from streamclaim_spark.snapshot import id_between
 
 log = logging.getLogger(__name__)
 
@@ -284,20 +286,15 @@ def id_bounds(writes: Iterable[Write]) -> list[Column]:
     understands range comparisons; Column literals because stored IDs reach -2^63, which SQL text
     would parse as a decimal.
     """
-    kind, ms, seq = F.col(f"t.{C.ROW_KIND}"), F.col(f"t.{C.ID_MS}"), F.col(f"t.{C.ID_SEQ}")
+    kind = F.col(f"t.{C.ROW_KIND}")
     bounds = []
     for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
-        ids = sorted((w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind)
-        if not ids:
-            continue
-        (low_ms, low_seq), (high_ms, high_seq) = ids[0], ids[-1]
-        in_range = (
-            (ms >= F.lit(low_ms))
-            & ((ms > F.lit(low_ms)) | (seq >= F.lit(low_seq)))
-            & (ms <= F.lit(high_ms))
-            & ((ms < F.lit(high_ms)) | (seq <= F.lit(high_seq)))
+        ids = sorted(
+            StreamId.from_stored(w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind
         )
-        bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)
+        if ids:
+            in_range = id_between(ids[0], ids[-1], table="t")
+            bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)
     return bounds
 
 

@@ -22,6 +22,7 @@ from streamclaim_spark.errors import (
     XGROUP_KEY_REQUIRED,
     ReplyError,
     nogroup_for_key_name,
+    nogroup_key_or_group,
     subcommand_syntax,
 )
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
@@ -159,6 +160,14 @@ def _create(
     ctx.plan.add(Write(group_head_row(new_group, ctx.txn), guard=True, expect_version=None))
     put_stream_head(ctx, meta, replace(stream, groups=(*stream.groups, name)))
     return "OK"
+
+
+def group_or_nogroup(ctx: Context, key: str, name: str) -> GroupMeta:
+    """Group ``name`` of stream ``key``; NOGROUP as XPENDING, XCLAIM and XAUTOCLAIM word it when missing."""
+    group = ctx.snapshot.existing_group(key, name)
+    if group is None:
+        raise nogroup_key_or_group(key, name)
+    return group
 
 
 def put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:

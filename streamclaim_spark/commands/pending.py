@@ -20,7 +20,7 @@ from streamclaim_spark.model import PendingEntry, Write, pending_key
 
 
 def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:
-    group = ctx.snapshot.group(key, group_name) if ctx.snapshot.stream(key) is not None else None
+    group = ctx.snapshot.existing_group(key, group_name)
     if group is None:
         return 0
     ids = parse_ids(tokens)

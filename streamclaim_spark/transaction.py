@@ -249,6 +249,10 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
     spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
     spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
+    if rows_per_file:
+        spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))
+    else:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minFileSize")
     (
         DeltaTable.forPath(spark, table_path)
         .alias("t")
@@ -275,6 +279,18 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         .execute()
     )
     return committed_version(spark)
+
+
+def small_file_bytes(rows_per_file: int) -> int:
+    """The size below which auto compaction counts a data file as small, for a store capped at ``rows_per_file``.
+
+    Delta's default (64 MB) counts every capped file as small, so once a partition holds 50 of them
+    each commit there rewrote them all after committing (measured: an XAUTOCLAIM of 1,000 entries
+    from a 1M PEL in 10k-row files 5 s → 11 s; every command on a 10M PEL rewrote 10M rows). A
+    pending row takes about 4 bytes compressed, so this is about half a full file: the few-row files
+    commands leave behind (~7 KB) and files that acknowledgements have mostly emptied still compact.
+    """
+    return max(4096, 2 * rows_per_file)
 
 
 def id_bounds(writes: Iterable[Write]) -> list[Column]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -115,3 +116,21 @@ def test_lookups_by_id_read_only_the_files_whose_id_range_holds_the_ids(
     assert len(many.inputFiles()) in (1, 2)  # 300..399 may straddle two files, depending on the head row
     assert sorted(stored_id(row).seq for row in few.collect()) == [450, 460]
     assert many.count() == 100
+
+
+def test_auto_compaction_leaves_capped_bulk_files_alone(
+    spark: SparkSession, make_store: Callable[..., StreamStore]
+) -> None:
+    # 60 files of 100 rows in the stream and in the PEL: above Delta's 50-small-files trigger. With
+    # Delta's default threshold each commit there would compact (rewrite) the whole partition.
+    store = make_store(clock=lambda: T0, rows_per_file=100)
+    store.append("s", spark.range(6000).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "c")
+
+    assert store.execute("XACK", "s", "g", f"{T0}-4321") == 1
+
+    operations = [row["operation"] for row in DeltaTable.forPath(spark, store.state_path).history().collect()]
+    pel_files = store.snapshot().pending_frame("s", "g").inputFiles()
+    assert "OPTIMIZE" not in operations
+    assert len(pel_files) >= 60

@@ -6,7 +6,6 @@ same error texts); the snake_case methods are the typed API that ``execute`` is 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import uuid
@@ -24,7 +23,6 @@ from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.tables import ensure_state_table
 from streamclaim_spark.transaction import RetryPolicy, commit_plan, latest_version, run_with_retries
 
-UNPINNED = os.environ.get("SC_UNPINNED") == "1"
 T = TypeVar("T")
 Clock = Callable[[], int]
 
@@ -127,9 +125,7 @@ class StreamStore:
         self._local.version = None
 
         def attempt(_: int) -> T:
-            snapshot = Snapshot(
-                session, self.state_path, None if UNPINNED else latest_version(session, self.state_path)
-            )
+            snapshot = Snapshot(session, self.state_path, latest_version(session, self.state_path))
             context = Context(snapshot, now=self.clock(), txn=uuid.uuid4().hex)
             result = decide(context)
             if not context.plan.empty:

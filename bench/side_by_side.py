@@ -284,8 +284,14 @@ def run(
     warm_up: bool = True,
     root: str | None = None,
     rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+    redis_from: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Runs the whole comparison and returns the results dictionary (see bench.report)."""
+    """Runs the whole comparison and returns the results dictionary (see bench.report).
+
+    ``redis_from``: an earlier run's results; sizes it measured take its Redis figures instead of
+    running Redis again (Redis' times do not depend on the store's code). The results say so.
+    """
+    reused = (redis_from or {}).get("sizes", {})
     spark_start = None
     if spark is None:
         spark_start, spark = timed(build_session, conf=spark_conf)
@@ -301,8 +307,12 @@ def run(
         smallest = min(sizes)
         for size in sorted(sizes):
             calls = latency_calls if size == smallest else 0
-            print(f"[N={size:,}] redis ...", flush=True)
-            redis_steps, redis_latency = run_redis(workload, size, calls)
+            if str(size) in reused and not calls:
+                print(f"[N={size:,}] redis: taken from the earlier run", flush=True)
+                redis_steps, redis_latency = reused[str(size)][REDIS], {}
+            else:
+                print(f"[N={size:,}] redis ...", flush=True)
+                redis_steps, redis_latency = run_redis(workload, size, calls)
             print(f"[N={size:,}] store ...", flush=True)
             store_steps, store_latency_ms = run_store(spark, root, size, calls, loop_calls, rows_per_file)
             results["sizes"][str(size)] = {REDIS: redis_steps, STORE: store_steps}
@@ -324,6 +334,7 @@ def run(
             "loop_calls": loop_calls,
             "latency_calls": latency_calls,
             "rows_per_file": rows_per_file,
+            "redis_reused_for": sorted(int(size) for size in reused if int(size) in sizes),
         }
     return results
 
@@ -341,7 +352,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--rows-per-file", type=int, default=DEFAULT_ROWS_PER_FILE, help="the store's file cap (0: none)"
     )
     parser.add_argument("--out", default="docs/benchmarks", help="folder for results.json and time_vs_n.png")
+    parser.add_argument(
+        "--redis-from", help="an earlier results.json whose Redis figures to reuse (sizes without latency calls)"
+    )
     args = parser.parse_args(argv)
+    redis_from = None
+    if args.redis_from:
+        with open(args.redis_from, encoding="utf-8") as handle:
+            redis_from = json.load(handle)
     conf = {
         "spark.driver.memory": args.driver_memory,
         "spark.sql.shuffle.partitions": args.shuffle_partitions,
@@ -353,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         loop_calls=args.loop_calls,
         spark_conf=conf,
         rows_per_file=args.rows_per_file,
+        redis_from=redis_from,
     )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as handle:

@@ -288,7 +288,7 @@ def small_file_bytes(rows_per_file: int) -> int:
     each commit there rewrote them all after committing (measured: an XAUTOCLAIM of 1,000 entries
     from a 1M PEL in 10k-row files 5 s → 11 s; every command on a 10M PEL rewrote 10M rows). A
     pending row takes about 4 bytes compressed, so this is about half a full file: the few-row files
-    commands leave behind (~7 KB) and files that acknowledgements have mostly emptied still compact.
+    commands leave behind (~7 KB), and files rewritten below half their cap, still compact.
     """
     return max(4096, 2 * rows_per_file)
 

@@ -353,7 +353,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--out", default="docs/benchmarks", help="folder for results.json and time_vs_n.png")
     parser.add_argument(
-        "--redis-from", help="an earlier results.json whose Redis figures to reuse (sizes without latency calls)"
+        "--redis-from",
+        help="an earlier results.json whose Redis figures to reuse (sizes without latency calls); "
+        "only comparable if the machine is as fast as it was then",
     )
     args = parser.parse_args(argv)
     redis_from = None

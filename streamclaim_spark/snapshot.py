@@ -199,7 +199,7 @@ class Snapshot:
         """Live entries with low <= id <= high, ascending (descending if ``reverse``), at most ``count``."""
         if low > high or count == 0:
             return []
-        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(low) & id_at_most(high))
+        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_between(low, high))
         order = [F.col(C.ID_MS).desc(), F.col(C.ID_SEQ).desc()] if reverse else [C.ID_MS, C.ID_SEQ]
         frame = frame.orderBy(*order)
         if count is not None:
@@ -218,7 +218,7 @@ class Snapshot:
             return []
         frame = (
             self.partition(stream_partition(key), C.KIND_ENTRY)
-            .where(id_at_least(low) & id_at_most(high))
+            .where(id_between(low, high))
             .select(C.ID_MS, C.ID_SEQ)
             .orderBy(C.ID_MS, C.ID_SEQ)
         )
@@ -230,7 +230,7 @@ class Snapshot:
         """Number of live entries with low <= id <= high."""
         if low > high:
             return 0
-        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(low) & id_at_most(high))
+        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_between(low, high))
         return int(frame.count())
 
     def nth_entry_id(self, key: str, offset: int) -> StreamId:
@@ -286,7 +286,7 @@ class Snapshot:
         """PEL entries in [low, high] in ID order, optionally of one owner and delivered early enough."""
         if low > high or count == 0:
             return []
-        frame = self.pending_frame(key, group).where(id_at_least(low) & id_at_most(high))
+        frame = self.pending_frame(key, group).where(id_between(low, high))
         if owner is not None:
             frame = frame.where(F.col(C.OWNER) == owner)
         if delivered_at_or_before is not None:

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from streamclaim_spark.commands.args import int_arg, is_word
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.groups import group_or_nogroup, put_group
 from streamclaim_spark.commands.streams import parse_ids
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_key_or_group
+from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
 from streamclaim_spark.model import PendingEntry, Write, pending_key
 
@@ -65,9 +65,7 @@ def parse_xpending(argv: Sequence[str]) -> XPending:
 
 
 def run_xpending(ctx: Context, request: XPending) -> Any:
-    group = ctx.snapshot.group(request.key, request.group) if ctx.snapshot.stream(request.key) else None
-    if group is None:
-        raise nogroup_key_or_group(request.key, request.group)
+    group_or_nogroup(ctx, request.key, request.group)
     if not request.extended:
         total, lowest, highest = ctx.snapshot.pending_bounds(request.key, request.group)
         if total == 0:

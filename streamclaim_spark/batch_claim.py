@@ -23,7 +23,6 @@ from streamclaim_spark import claim as claims
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
-from streamclaim_spark.replies import entry_reply
 from streamclaim_spark.schema import group_partition, stream_partition
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.transaction import (
@@ -40,7 +39,7 @@ from streamclaim_spark.transaction import (
 )
 
 if TYPE_CHECKING:
-    from streamclaim_spark.store import StreamStore
+    from streamclaim_spark.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -213,7 +212,7 @@ def pending_with_fields(pending: DataFrame, entries: DataFrame, on: Sequence[str
 
 
 def claim_stale(
-    store: StreamStore,
+    runner: Runner,
     selection: StaleSelection,
     new_owner: str | Sequence[str],
     *,
@@ -226,7 +225,7 @@ def claim_stale(
     ``dry_run`` nothing is committed and ``claimed`` lists what would be claimed.
 
     Args:
-        store: The store.
+        runner: The store's command runner (StreamStore.runner).
         selection: What to claim (StaleSelection).
         new_owner: The consumer that takes the entries, or several to spread them over.
         just_id: Leave delivery counts unchanged, as XAUTOCLAIM's JUSTID does.
@@ -290,12 +289,12 @@ def claim_stale(
         txn_holder[:] = [ctx.txn]
         return decide(ctx)
 
-    preview, counts, partitions = store.transact("CLAIM STALE", tracked)
-    version = store.last_commit_version
+    preview, counts, partitions = runner.transact("CLAIM STALE", tracked)
+    version = runner.last_commit_version
     if version is None:
-        return BatchClaim(preview, counts, None, store.last_attempts)
-    claimed = claimed_frame(store.table_at(version), partitions, txn_holder[0])
-    return BatchClaim(claimed, counts, version, store.last_attempts)
+        return BatchClaim(preview, counts, None, runner.last_attempts)
+    claimed = claimed_frame(runner.table_at(version), partitions, txn_holder[0])
+    return BatchClaim(claimed, counts, version, runner.last_attempts)
 
 
 @dataclass(frozen=True)
@@ -346,7 +345,7 @@ def requests_from(rows: DataFrame | Sequence[ClaimRequest]) -> list[ClaimRequest
     return requests
 
 
-def claim_batch(store: StreamStore, rows: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
+def claim_batch(runner: Runner, rows: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
     """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE; ``replies`` holds each one's Redis reply.
 
     Requests must name distinct (stream, group) pairs: each claims on the snapshot the batch read, as
@@ -369,22 +368,21 @@ def claim_batch(store: StreamStore, rows: DataFrame | Sequence[ClaimRequest]) ->
                 results.append(claims.run_xclaim(ctx, request.argv()))
         return results
 
-    results = store.transact("CLAIM BATCH", decide)
-    version = store.last_commit_version
+    results = runner.transact("CLAIM BATCH", decide)
+    version = runner.last_commit_version
     partitions = [group_partition(r.stream, r.group) for r in requests]
     if version is None:
-        return BatchClaim(store.snapshot().frame().limit(0), {}, None, store.last_attempts, [])
-    table = store.table_at(version)
-    claimed = claimed_frame(table, partitions, txn_holder[0])
-    won = {(r["stream"], r["group_name"], r["id"]) for r in claimed.select(C.STREAM, C.GROUP, "id").collect()}
+        return BatchClaim(runner.snapshot().frame().limit(0), {}, None, runner.last_attempts, [])
+    # Replies come from the snapshot the batch decided on (claim.claimed_reply says why that is exact);
+    # ``claimed`` is a lazy read of what the commit wrote, for callers who want the rows.
+    claimed = claimed_frame(runner.table_at(version), partitions, txn_holder[0])
     replies: list[Any] = []
     counts: dict[tuple[str, str], tuple[int, int]] = {}
     for request, result in zip(requests, results, strict=True):
-        kept = [item for item in result.claimed if (request.stream, request.group, str(item[0])) in won]
-        shaped = [str(entry_id) if entry is None else entry_reply(entry) for entry_id, entry in kept]
-        counts[(request.stream, request.group)] = (len(kept), len(result.deleted))
+        shaped = claims.claimed_reply(result)
+        counts[(request.stream, request.group)] = (len(result.claimed), len(result.deleted))
         if request.ids is None:
             replies.append([str(result.cursor), shaped, [str(i) for i in result.deleted]])
         else:
             replies.append(shaped)
-    return BatchClaim(claimed, counts, version, store.last_attempts, replies)
+    return BatchClaim(claimed, counts, version, runner.last_attempts, replies)

@@ -28,7 +28,7 @@ from streamclaim_spark.snapshot import id_at_least, id_text, stored_id
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
-    from streamclaim_spark.store import StreamStore
+    from streamclaim_spark.runner import Runner
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,11 @@ def fields_column(frame: DataFrame, column: str | None) -> Column:
     return F.array(*pairs)
 
 
-def append(store: StreamStore, key: str, frame: DataFrame, fields: str | None = None) -> BulkAppend:
+def append(runner: Runner, key: str, frame: DataFrame, fields: str | None = None) -> BulkAppend:
     """Appends every row of ``frame`` to stream ``key`` in one commit (creating the stream if needed).
 
     Args:
-        store: The store.
+        runner: The store's command runner (StreamStore.runner).
         key: The stream.
         frame: One row per entry, in the order the entries get their IDs.
         fields: Name of an ``array<struct<field,value>>`` column holding each entry's pairs; None (the
@@ -121,11 +121,11 @@ def append(store: StreamStore, key: str, frame: DataFrame, fields: str | None = 
         put_stream_head(ctx, existing, after)
         return BulkAppend(count, first, last, None)
 
-    result = store.transact("BULK APPEND", decide)
-    return replace(result, version=store.last_commit_version)
+    result = runner.transact("BULK APPEND", decide)
+    return replace(result, version=runner.last_commit_version)
 
 
-def deliver(store: StreamStore, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
+def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
     """Delivers up to ``count`` new entries (all if None) to ``consumer`` as ``XREADGROUP ... >`` would."""
     if count is not None and count < 1:
         raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
@@ -173,19 +173,19 @@ def deliver(store: StreamStore, key: str, group: str, consumer: str, count: int 
         ctx.plan.add(Write(consumer_row(key, group, touched, ctx.txn)))
         return BulkDelivery(delivered, first, last, None)
 
-    result = store.transact("BULK DELIVER", decide)
-    return replace(result, version=store.last_commit_version)
+    result = runner.transact("BULK DELIVER", decide)
+    return replace(result, version=runner.last_commit_version)
 
 
 # Column carrying the ID text both sides of acknowledge's join are matched on.
 _ACK_ID = "_ack_id"
 
 
-def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
+def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
     """Acknowledges (XACK) the entries ``ids`` names, in one commit; None acknowledges every pending entry.
 
     Args:
-        store: The store.
+        runner: The store's command runner (StreamStore.runner).
         key: The stream.
         group: The consumer group.
         ids: A DataFrame whose ``id_column`` holds entry IDs as Redis text (``"1700000000000-5"``);
@@ -210,8 +210,8 @@ def acknowledge(store: StreamStore, key: str, group: str, ids: DataFrame | None,
             put_group(ctx, head, head)
         return BulkAck(count, None)
 
-    result = store.transact("BULK ACK", decide)
-    return replace(result, version=store.last_commit_version if result.count else None)
+    result = runner.transact("BULK ACK", decide)
+    return replace(result, version=runner.last_commit_version if result.count else None)
 
 
 def state_rows(frame: DataFrame) -> DataFrame:

@@ -4,7 +4,7 @@ Each call is one MERGE into the state table. Its source lists the PEL entries th
 its conditions carry the idle predicate (``delivery_time <= now - min_idle``, one ``now`` per call),
 so the transaction itself decides which entries are won. It also purges PEL entries whose stream
 entry was deleted, inserts FORCE entries, creates or touches the consumer and moves the group's
-cursor (LASTID), all in the same commit. The reply is read back from the rows the commit wrote.
+cursor (LASTID), all in the same commit. The reply is built from the snapshot (see claimed_reply).
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
+from typing import Any
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup, put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
-from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id, parse_range_start
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
 from streamclaim_spark.model import Claim, ConsumerMeta, Entry, GroupMeta, Write, consumer_row, pending_key
-from streamclaim_spark.schema import group_partition
-from streamclaim_spark.snapshot import id_at_least, id_between, stored_id
+from streamclaim_spark.replies import entry_reply
+from streamclaim_spark.snapshot import Need, Scan
 
 ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
 ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
@@ -109,9 +107,15 @@ class ClaimResult:
     deleted: list[StreamId]
     cursor: StreamId = ZERO_ID
 
-    def confirmed(self, won: set[StreamId]) -> ClaimResult:
-        """Keeps only the claims the commit really made (``won``: IDs of the rows it wrote)."""
-        return replace(self, claimed=[item for item in self.claimed if item[0] in won])
+
+def claimed_reply(result: ClaimResult) -> list[Any]:
+    """The claimed items as Redis replies them: IDs under JUSTID, else [id, [field, value, ...]].
+
+    Built from the snapshot the claim decided on, not read back: the claim's MERGE is guarded on the
+    group head's version and every write to a group bumps it, so a commit that happened saw exactly
+    the PEL rows of that snapshot, and its idle conditions matched exactly the rows decided on.
+    """
+    return [str(entry_id) if entry is None else entry_reply(entry) for entry_id, entry in result.claimed]
 
 
 def _touch_consumer(ctx: Context, group: GroupMeta, name: str) -> None:
@@ -125,12 +129,22 @@ def _touch_consumer(ctx: Context, group: GroupMeta, name: str) -> None:
 def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
     key, group_name, consumer = argv[1], argv[2], argv[3]
+    try:
+        request: XClaim | None = parse_xclaim(argv)
+        invalid: ReplyError | None = None
+    except ReplyError as error:
+        request, invalid = None, error
+    ids = request.ids if request is not None else ()
+    # Everything XCLAIM reads, in one query: heads, the consumer, the IDs' PEL rows and entries.
+    ctx.snapshot.prefetch(Need(key, (group_name,), consumer, entry_ids=ids, pending_ids=ids))
     group = group_or_nogroup(ctx, key, group_name)
-    request = parse_xclaim(argv)
+    if invalid is not None:  # Redis reports NOGROUP before any argument error
+        raise invalid
+    assert request is not None
     when = delivery_time(request, ctx.now)
     occurrences = Counter(request.ids)
-    live = ctx.snapshot.entries_by_id(key, occurrences) if occurrences else {}
-    pending = ctx.snapshot.pending_by_id(key, group_name, occurrences) if occurrences else {}
+    live = ctx.snapshot.entries_by_id(key, occurrences)
+    pending = ctx.snapshot.pending_by_id(key, group_name, occurrences)
     # After the first claim the entry is the caller's with delivery time ``when``; a repeated ID is
     # claimed again only if that is idle enough (Redis processes every occurrence in turn).
     again = request.min_idle == 0 or ctx.now - when >= request.min_idle
@@ -217,8 +231,11 @@ def parse_xautoclaim(argv: Sequence[str]) -> XAutoClaim:
 def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
     """One XAUTOCLAIM step: examine at most COUNT x 10 PEL entries from ``start`` in ID order."""
     key, group_name = request.key, request.group
-    group = group_or_nogroup(ctx, key, group_name)
     attempts = request.count * C.XAUTOCLAIM_ATTEMPTS_FACTOR
+    scan = Scan(request.start, MAX_ID, attempts + 1)
+    # Heads, the claiming consumer and the PEL scan in one query; the entries by ID in a second.
+    ctx.snapshot.prefetch(Need(key, (group_name,), request.consumer, pending_scan=scan))
+    group = group_or_nogroup(ctx, key, group_name)
     scanned = _scan_pel(ctx, key, group_name, request.start, attempts + 1)
     cutoff = ctx.now - request.min_idle if request.min_idle else None
     remaining = request.count
@@ -261,38 +278,9 @@ def _scan_pel(
 ) -> list[tuple[StreamId, int, Entry | None]]:
     """The group's first ``limit`` PEL entries from ``start``, each with its stream entry (None: deleted).
 
-    Two reads rather than one join: the entries are then looked up by the scanned IDs, whose range
-    lets Delta skip every entry file outside it (a join would scan the whole stream).
+    The PEL rows come from the command's prefetch; the entries are then looked up by the scanned IDs,
+    whose range lets Delta skip every entry file outside it (a join would scan the whole stream).
     """
-    pel = (
-        ctx.snapshot.pending_frame(key, group)
-        .where(id_at_least(start))
-        .select(C.ID_MS, C.ID_SEQ, C.DELIVERY_TIME_MS)
-        .orderBy(C.ID_MS, C.ID_SEQ)
-        .limit(limit)
-        .collect()
-    )
-    scanned = [(stored_id(row), row[C.DELIVERY_TIME_MS]) for row in pel]
-    live = ctx.snapshot.entries_by_id(key, [entry_id for entry_id, _ in scanned]) if scanned else {}
-    return [(entry_id, delivered_at, live.get(entry_id)) for entry_id, delivered_at in scanned]
-
-
-def rows_written(table: DataFrame, result: ClaimResult) -> set[StreamId]:
-    """IDs of the PEL rows the claim's commit wrote (its ``txn`` tag); ``table`` is pinned at that commit.
-
-    Only the claimed IDs' range is read: Delta skips the PEL's other files.
-    """
-    if not result.claimed:
-        return set()
-    ids = [entry_id for entry_id, _ in result.claimed]
-    rows = (
-        table.where(
-            (F.col(C.PARTITION_ID) == group_partition(result.key, result.group))
-            & (F.col(C.ROW_KIND) == C.KIND_PENDING)
-            & id_between(min(ids), max(ids))
-            & (F.col(C.TXN) == result.txn)
-        )
-        .select(C.ID_MS, C.ID_SEQ)
-        .collect()
-    )
-    return {stored_id(row) for row in rows}
+    pel = ctx.snapshot.pending(key, group, start, MAX_ID, limit)
+    live = ctx.snapshot.entries_by_id(key, [nack.id for nack in pel])
+    return [(nack.id, nack.delivery_time, live.get(nack.id)) for nack in pel]

@@ -8,6 +8,7 @@ from ``model``; ``frame()`` gives the pinned table as a DataFrame for bulk work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
@@ -16,7 +17,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import STORED_OFFSET, StreamId, from_stored, to_stored
 from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry, StreamMeta
-from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.schema import COLUMN_NAMES, group_partition, stream_partition
 
 
 def _id_columns(table: str) -> tuple[Column, Column]:
@@ -46,15 +47,22 @@ def id_between(low: StreamId, high: StreamId, table: str = "") -> Column:
     return id_at_least(low, table) & id_at_most(high, table)
 
 
-def id_in(ids: Iterable[StreamId]) -> Column:
-    """Rows whose ID is one of ``ids``; the range conjuncts let Delta skip files outside [min, max]."""
+def id_in(ids: Iterable[StreamId], table: str = "") -> Column:
+    """Rows whose ID is one of ``ids``.
+
+    The [min, max] conjuncts let Delta skip files outside the IDs' range; the exact match is one SQL
+    expression (an ``IN`` list that Spark turns into a hash set), not a Column per ID, which would cost a
+    py4j call each for the thousand IDs an XAUTOCLAIM examines.
+    """
     wanted = sorted(set(ids))
     if not wanted:
         return F.lit(False)
-    pairs = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-    literals = [F.struct(F.lit(to_stored(i.ms)), F.lit(to_stored(i.seq))) for i in wanted]
-    ms_values = sorted({to_stored(i.ms) for i in wanted})
-    return id_between(wanted[0], wanted[-1]) & F.col(C.ID_MS).isin(ms_values) & pairs.isin(literals)
+    in_range = id_between(wanted[0], wanted[-1], table)
+    if len(wanted) == 1:
+        return in_range
+    prefix = f"{table}." if table else ""
+    pairs = ", ".join(f"({to_stored(i.ms)}L, {to_stored(i.seq)}L)" for i in wanted)
+    return in_range & F.expr(f"({prefix}{C.ID_MS}, {prefix}{C.ID_SEQ}) IN ({pairs})")
 
 
 def id_text(ms: str, seq: str) -> Column:
@@ -81,12 +89,53 @@ def by_bytes(name: str) -> bytes:
     return name.encode()
 
 
-# Up to this many IDs are matched with literals; more through a broadcast join.
-_LITERAL_IDS = 64
+@dataclass(frozen=True)
+class Scan:
+    """An ordered range read: the rows of one kind with low <= ID <= high, ascending (descending if
+    ``reverse``), at most ``limit``; for pending rows optionally of one owner and delivered early enough."""
+
+    low: StreamId
+    high: StreamId
+    limit: int | None = None
+    reverse: bool = False
+    owner: str | None = None
+    delivered_at_or_before: int | None = None
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a command reads about one stream; ``Snapshot.prefetch`` fetches several needs in one query.
+
+    Args:
+        key: The stream (its head is always fetched).
+        groups: Group heads to fetch.
+        consumer: This consumer's row in each of ``groups``.
+        entry_ids: Stream entries to look up by ID.
+        pending_ids: PEL entries to look up by ID, in each of ``groups``.
+        entry_scan: An ordered range of the stream's entries.
+        pending_scan: An ordered range of the PEL of ``groups[0]``.
+    """
+
+    key: str
+    groups: tuple[str, ...] = ()
+    consumer: str | None = None
+    entry_ids: tuple[StreamId, ...] = ()
+    pending_ids: tuple[StreamId, ...] = ()
+    entry_scan: Scan | None = None
+    pending_scan: Scan | None = None
+
+
+_ScanKey = tuple[str, str, str | None, Scan]
 
 
 class Snapshot:
-    """The store's state at one Delta version, queried a partition at a time."""
+    """The store's state at one Delta version.
+
+    A command says up front what it will read (``prefetch``): heads, consumers, entries and PEL rows by
+    ID, and at most one ordered range, all in **one** query, because every Delta query costs two Spark
+    jobs (file skipping over the log state, then the scan) whatever it reads. The accessors below answer
+    from what was prefetched and query only for what was not.
+    """
 
     def __init__(self, spark: SparkSession, table_path: str, version: int | None = None) -> None:
         self.spark = spark
@@ -99,6 +148,9 @@ class Snapshot:
         self._streams: dict[str, StreamMeta | None] = {}
         self._groups: dict[tuple[str, str], GroupMeta | None] = {}
         self._consumers: dict[tuple[str, str, str], ConsumerMeta | None] = {}
+        self._entries: dict[str, dict[StreamId, Entry | None]] = {}
+        self._pending: dict[tuple[str, str], dict[StreamId, PendingEntry | None]] = {}
+        self._scans: dict[_ScanKey, list[Row]] = {}
 
     def frame(self) -> DataFrame:
         """The whole table at this version."""
@@ -107,20 +159,149 @@ class Snapshot:
     def partition(self, partition_id: str, kind: str) -> DataFrame:
         return self._table.where((F.col(C.PARTITION_ID) == partition_id) & (F.col(C.ROW_KIND) == kind))
 
-    def with_ids(self, frame: DataFrame, ids: Iterable[StreamId]) -> DataFrame:
-        """The rows of ``frame`` whose ID is one of ``ids``, reading only files within their range.
+    # --- one query for all of a command's reads ---------------------------------------------------
 
-        A few IDs become literals; many (an XAUTOCLAIM scan examines up to COUNT x 10) a small
-        broadcast table, since thousands of literal Columns cost a py4j call each.
+    def prefetch(self, *needs: Need) -> None:
+        """Reads everything ``needs`` ask for that is not known yet, in one query.
+
+        Point lookups and the (at most one) range are ORed under a top-level filter on their partitions
+        and streams; each disjunct names its row kind and ID range, so Delta still skips every file
+        whose statistics rule it out. The range's rows sort after the point lookups' rows, so one
+        ``LIMIT`` (point rows + range limit) serves both.
         """
-        wanted = sorted(set(ids))
-        if len(wanted) <= _LITERAL_IDS:
-            return frame.where(id_in(wanted))
-        keys = self.spark.createDataFrame(
-            [(to_stored(i.ms), to_stored(i.seq)) for i in wanted], f"{C.ID_MS} long, {C.ID_SEQ} long"
+        query = self.prefetch_query(*needs)
+        if query is not None:
+            frame, scan_key = query
+            self._remember(needs, frame.collect(), scan_key)
+
+    def prefetch_query(self, *needs: Need) -> tuple[DataFrame, _ScanKey | None] | None:
+        """The one query ``prefetch`` runs for ``needs`` (None: all known), and which range it reads."""
+        wanted: list[Column] = []
+        partitions: set[str] = set()
+        point_rows = 0
+        scan: tuple[_ScanKey, Column] | None = None
+        for need in needs:
+            key = need.key
+            stream_part = stream_partition(key)
+            group_parts = {g: group_partition(key, g) for g in need.groups}
+            if key not in self._streams:
+                wanted.append(_kind_in(stream_part, C.KIND_STREAM))
+                partitions.add(stream_part)
+                point_rows += 1
+            new_groups = [g for g in need.groups if (key, g) not in self._groups]
+            if new_groups:
+                wanted.append(_kind_in([group_parts[g] for g in new_groups], C.KIND_GROUP))
+                point_rows += len(new_groups)
+            if need.consumer is not None:
+                missing = [g for g in need.groups if (key, g, need.consumer) not in self._consumers]
+                if missing:
+                    wanted.append(
+                        _kind_in([group_parts[g] for g in missing], C.KIND_CONSUMER)
+                        & (F.col(C.CONSUMER) == need.consumer)
+                    )
+                    point_rows += len(missing)
+            entry_ids = sorted(set(need.entry_ids) - set(self._entries.get(key, {})))
+            if entry_ids:
+                wanted.append(_kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids))
+                partitions.add(stream_part)
+                point_rows += len(entry_ids)
+            if need.pending_ids:
+                for group in need.groups:
+                    pending_ids = sorted(set(need.pending_ids) - set(self._pending.get((key, group), {})))
+                    if pending_ids:
+                        wanted.append(_kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids))
+                        point_rows += len(pending_ids)
+            scans: list[tuple[str, Scan | None, str, str | None]] = [(C.KIND_ENTRY, need.entry_scan, stream_part, None)]
+            if need.pending_scan is not None:
+                scans.append((C.KIND_PENDING, need.pending_scan, group_parts[need.groups[0]], need.groups[0]))
+            for kind, range_scan, part, scan_group in scans:
+                if range_scan is None:
+                    continue
+                scan_key: _ScanKey = (kind, key, scan_group, range_scan)
+                if scan_key in self._scans or range_scan.limit == 0 or range_scan.low > range_scan.high:
+                    self._scans.setdefault(scan_key, [])
+                    continue
+                assert scan is None, "prefetch reads at most one range"
+                assert not (kind == C.KIND_ENTRY and entry_ids) and not (kind == C.KIND_PENDING and need.pending_ids), (
+                    "a range and lookups by ID of the same rows cannot share a query"
+                )
+                scan = (scan_key, _kind_in(part, kind) & _scan_filter(range_scan))
+                wanted.append(scan[1])
+                partitions.add(part)
+            partitions.update(group_parts.values())
+        if not wanted:
+            return None
+        keys = sorted({need.key for need in needs})
+        frame = self._table.where(
+            F.col(C.PARTITION_ID).isin(sorted(partitions)) & F.col(C.STREAM).isin(keys) & _any(wanted)
         )
-        in_range = frame.where(id_between(wanted[0], wanted[-1]))
-        return in_range.join(F.broadcast(keys), on=[C.ID_MS, C.ID_SEQ], how="left_semi")
+        if scan is not None:
+            (_, _, _, range_scan), in_range = scan
+            ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]
+            order = [F.when(in_range, 1).otherwise(0)] + ([c.desc() for c in ids] if range_scan.reverse else ids)
+            frame = frame.orderBy(*order)
+            if range_scan.limit is not None:
+                frame = frame.limit(point_rows + range_scan.limit)
+        return frame, scan[0] if scan is not None else None
+
+    def _remember(self, needs: Sequence[Need], rows: list[Row], scan_key: _ScanKey | None) -> None:
+        """Files the rows of a prefetch under what they answer; what was asked for and absent is None."""
+        scanned: list[Row] = []
+        for row in rows:
+            kind = row[C.ROW_KIND]
+            in_scan = scan_key is not None and kind == scan_key[0] and row[C.STREAM] == scan_key[1]
+            if in_scan and (kind == C.KIND_ENTRY or row[C.GROUP] == scan_key[2]):  # type: ignore[index]
+                scanned.append(row)
+                continue
+            if kind in C.HEAD_KINDS:
+                self._remember_head(row)
+            elif kind == C.KIND_CONSUMER:
+                self._consumers[(row[C.STREAM], row[C.GROUP], row[C.CONSUMER])] = ConsumerMeta(
+                    row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS]
+                )
+            elif kind == C.KIND_ENTRY:
+                entry = entry_from_row(row)
+                self._entries.setdefault(row[C.STREAM], {})[entry.id] = entry
+            else:
+                pending = pending_from_row(row)
+                self._pending.setdefault((row[C.STREAM], row[C.GROUP]), {})[pending.id] = pending
+        if scan_key is not None:
+            self._scans[scan_key] = scanned
+        for need in needs:
+            key = need.key
+            self._streams.setdefault(key, None)
+            entries = self._entries.setdefault(key, {})
+            for entry_id in need.entry_ids:
+                entries.setdefault(entry_id, None)
+            for group in need.groups:
+                self._groups.setdefault((key, group), None)
+                if need.consumer is not None:
+                    self._consumers.setdefault((key, group, need.consumer), None)
+                known = self._pending.setdefault((key, group), {})
+                for entry_id in need.pending_ids:
+                    known.setdefault(entry_id, None)
+
+    def _remember_head(self, row: Row) -> None:
+        key = row[C.STREAM]
+        if row[C.ROW_KIND] == C.KIND_STREAM:
+            self._streams[key] = StreamMeta(
+                key=key,
+                last_id=stored_id(row, C.LAST_MS, C.LAST_SEQ),
+                entries_added=row[C.ENTRIES_ADDED],
+                length=row[C.ENTRY_COUNT],
+                first_id=stored_id(row, C.FIRST_MS, C.FIRST_SEQ),
+                max_deleted_id=stored_id(row, C.MAX_DELETED_MS, C.MAX_DELETED_SEQ),
+                groups=tuple(row[C.GROUP_NAMES] or ()),
+                version=row[C.VERSION],
+            )
+        else:
+            self._groups[(key, row[C.GROUP])] = GroupMeta(
+                key=key,
+                name=row[C.GROUP],
+                last_id=stored_id(row, C.LAST_MS, C.LAST_SEQ),
+                entries_read=row[C.ENTRIES_READ],
+                version=row[C.VERSION],
+            )
 
     # --- heads ----------------------------------------------------------------------------------
 
@@ -131,56 +312,18 @@ class Snapshot:
     def stream(self, key: str) -> StreamMeta | None:
         """The stream's head, or None when the key does not exist."""
         if key not in self._streams:
-            self.load_heads(key)
+            self.prefetch(Need(key))
         return self._streams[key]
 
     def group(self, key: str, name: str) -> GroupMeta | None:
         """The group's head, or None when the key or the group does not exist."""
         if (key, name) not in self._groups:
-            self.load_heads(key, [name])
+            self.prefetch(Need(key, (name,)))
         return self._groups[(key, name)]
 
     def load_heads(self, key: str, groups: Iterable[str] = (), consumer: str | None = None) -> None:
         """Loads the stream head, the named groups' heads and (optionally) one consumer in one query."""
-        groups = [g for g in groups if (key, g) not in self._groups]
-        if key in self._streams and not groups:
-            return
-        partitions = [stream_partition(key), *(group_partition(key, g) for g in groups)]
-        wanted = F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)
-        if consumer is not None:
-            wanted = wanted | ((F.col(C.ROW_KIND) == C.KIND_CONSUMER) & (F.col(C.CONSUMER) == consumer))
-        rows = (
-            self._table.where(F.col(C.PARTITION_ID).isin(partitions) & wanted).where(F.col(C.STREAM) == key).collect()
-        )
-        self._streams.setdefault(key, None)
-        for g in groups:
-            self._groups[(key, g)] = None
-            if consumer is not None:
-                self._consumers[(key, g, consumer)] = None
-        for row in rows:
-            if row[C.ROW_KIND] == C.KIND_CONSUMER:
-                self._consumers[(key, row[C.GROUP], row[C.CONSUMER])] = ConsumerMeta(
-                    row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS]
-                )
-            elif row[C.ROW_KIND] == C.KIND_STREAM:
-                self._streams[key] = StreamMeta(
-                    key=key,
-                    last_id=stored_id(row, C.LAST_MS, C.LAST_SEQ),
-                    entries_added=row[C.ENTRIES_ADDED],
-                    length=row[C.ENTRY_COUNT],
-                    first_id=stored_id(row, C.FIRST_MS, C.FIRST_SEQ),
-                    max_deleted_id=stored_id(row, C.MAX_DELETED_MS, C.MAX_DELETED_SEQ),
-                    groups=tuple(row[C.GROUP_NAMES] or ()),
-                    version=row[C.VERSION],
-                )
-            else:
-                self._groups[(key, row[C.GROUP])] = GroupMeta(
-                    key=key,
-                    name=row[C.GROUP],
-                    last_id=stored_id(row, C.LAST_MS, C.LAST_SEQ),
-                    entries_read=row[C.ENTRIES_READ],
-                    version=row[C.VERSION],
-                )
+        self.prefetch(Need(key, tuple(groups), consumer))
 
     def groups(self, key: str) -> list[GroupMeta]:
         """All groups of the stream, in Redis' bytewise name order."""
@@ -197,20 +340,18 @@ class Snapshot:
         self, key: str, low: StreamId, high: StreamId, count: int | None = None, reverse: bool = False
     ) -> list[Entry]:
         """Live entries with low <= id <= high, ascending (descending if ``reverse``), at most ``count``."""
-        if low > high or count == 0:
-            return []
-        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_between(low, high))
-        order = [F.col(C.ID_MS).desc(), F.col(C.ID_SEQ).desc()] if reverse else [C.ID_MS, C.ID_SEQ]
-        frame = frame.orderBy(*order)
-        if count is not None:
-            frame = frame.limit(count)
-        return [entry_from_row(row) for row in frame.select(C.ID_MS, C.ID_SEQ, C.FIELDS).collect()]
+        scan = Scan(low, high, count, reverse)
+        self.prefetch(Need(key, entry_scan=scan))
+        return [entry_from_row(row) for row in self._scans[(C.KIND_ENTRY, key, None, scan)]]
 
     def entries_by_id(self, key: str, ids: Iterable[StreamId]) -> dict[StreamId, Entry]:
         """The live entries among ``ids``."""
-        frame = self.with_ids(self.partition(stream_partition(key), C.KIND_ENTRY), ids)
-        entries = (entry_from_row(row) for row in frame.select(C.ID_MS, C.ID_SEQ, C.FIELDS).collect())
-        return {entry.id: entry for entry in entries}
+        wanted = tuple(set(ids))
+        if not wanted:
+            return {}
+        self.prefetch(Need(key, entry_ids=wanted))
+        known = self._entries[key]
+        return {i: entry for i in wanted if (entry := known.get(i)) is not None}
 
     def entry_ids(self, key: str, low: StreamId, high: StreamId, count: int | None = None) -> list[StreamId]:
         """IDs of live entries in [low, high], ascending, at most ``count``."""
@@ -265,10 +406,9 @@ class Snapshot:
         return sorted(consumers, key=lambda c: by_bytes(c.name))
 
     def consumer(self, key: str, group: str, name: str) -> ConsumerMeta | None:
-        rows = self.partition(group_partition(key, group), C.KIND_CONSUMER).where(F.col(C.CONSUMER) == name).collect()
-        if not rows:
-            return None
-        return ConsumerMeta(rows[0][C.CONSUMER], rows[0][C.SEEN_TIME_MS], rows[0][C.ACTIVE_TIME_MS])
+        if (key, group, name) not in self._consumers:
+            self.prefetch(Need(key, (group,), consumer=name))
+        return self._consumers[(key, group, name)]
 
     def pending_frame(self, key: str, group: str) -> DataFrame:
         return self.partition(group_partition(key, group), C.KIND_PENDING)
@@ -284,29 +424,61 @@ class Snapshot:
         delivered_at_or_before: int | None = None,
     ) -> list[PendingEntry]:
         """PEL entries in [low, high] in ID order, optionally of one owner and delivered early enough."""
-        if low > high or count == 0:
-            return []
-        frame = self.pending_frame(key, group).where(id_between(low, high))
-        if owner is not None:
-            frame = frame.where(F.col(C.OWNER) == owner)
-        if delivered_at_or_before is not None:
-            frame = frame.where(F.col(C.DELIVERY_TIME_MS) <= delivered_at_or_before)
-        frame = frame.orderBy(C.ID_MS, C.ID_SEQ)
-        if count is not None:
-            frame = frame.limit(count)
-        columns = (C.ID_MS, C.ID_SEQ, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT)
-        return [pending_from_row(row) for row in frame.select(*columns).collect()]
+        scan = Scan(low, high, count, owner=owner, delivered_at_or_before=delivered_at_or_before)
+        self.prefetch(Need(key, (group,), pending_scan=scan))
+        return [pending_from_row(row) for row in self._scans[(C.KIND_PENDING, key, group, scan)]]
 
     def pending_by_id(self, key: str, group: str, ids: Iterable[StreamId]) -> dict[StreamId, PendingEntry]:
-        frame = self.with_ids(self.pending_frame(key, group), ids)
-        columns = (C.ID_MS, C.ID_SEQ, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT)
-        entries = (pending_from_row(row) for row in frame.select(*columns).collect())
-        return {entry.id: entry for entry in entries}
+        wanted = tuple(set(ids))
+        if not wanted:
+            return {}
+        self.prefetch(Need(key, (group,), pending_ids=wanted))
+        known = self._pending[(key, group)]
+        return {i: entry for i in wanted if (entry := known.get(i)) is not None}
 
     def pending_counts(self, key: str, group: str) -> dict[str, int]:
         """Number of pending entries per owner (owners with none are absent)."""
         rows = self.pending_frame(key, group).groupBy(C.OWNER).count().collect()
         return {row[C.OWNER]: row["count"] for row in rows}
+
+    def pending_summary(self, key: str, group: str) -> tuple[int, StreamId | None, StreamId | None, dict[str, int]]:
+        """XPENDING's summary in the same query as the stream and group heads.
+
+        Returns the number of pending entries, the smallest and largest pending ID and the count per
+        owner; the heads land in the snapshot (``existing_group`` answers without another query).
+        """
+        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+        stream_part, group_part = stream_partition(key), group_partition(key, group)
+        heads = key not in self._streams or (key, group) not in self._groups
+        wanted = _kind_in(group_part, C.KIND_PENDING)
+        if heads:
+            wanted = wanted | _kind_in(stream_part, C.KIND_STREAM) | _kind_in(group_part, C.KIND_GROUP)
+        rows = (
+            self._table.where(F.col(C.PARTITION_ID).isin(stream_part, group_part) & (F.col(C.STREAM) == key) & wanted)
+            .groupBy(C.ROW_KIND, C.OWNER)
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.min(pair).alias("lo"),
+                F.max(pair).alias("hi"),
+                F.first(F.struct(*(F.col(name) for name in COLUMN_NAMES))).alias("row"),
+            )
+            .collect()
+        )
+        counts: dict[str, int] = {}
+        lowest: StreamId | None = None
+        highest: StreamId | None = None
+        for row in rows:
+            if row[C.ROW_KIND] != C.KIND_PENDING:
+                self._remember_head(row["row"])
+                continue
+            counts[row[C.OWNER]] = row["n"]
+            low, high = stored_id(row["lo"]), stored_id(row["hi"])
+            lowest = low if lowest is None else min(lowest, low)
+            highest = high if highest is None else max(highest, high)
+        if heads:
+            self._streams.setdefault(key, None)
+            self._groups.setdefault((key, group), None)
+        return sum(counts.values()), lowest, highest, counts
 
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(consumers, pending entries) per group, in one aggregation over the groups' partitions."""
@@ -338,3 +510,26 @@ class Snapshot:
         if row["n"] == 0:
             return 0, None, None
         return row["n"], stored_id(row["lo"]), stored_id(row["hi"])
+
+
+def _kind_in(partitions: str | Sequence[str], kind: str) -> Column:
+    """Rows of ``kind`` in the given partition(s); the kind is what Delta's statistics skip files by."""
+    part = F.col(C.PARTITION_ID)
+    in_partitions = part == partitions if isinstance(partitions, str) else part.isin(list(partitions))
+    return in_partitions & (F.col(C.ROW_KIND) == kind)
+
+
+def _scan_filter(scan: Scan) -> Column:
+    condition = id_between(scan.low, scan.high)
+    if scan.owner is not None:
+        condition = condition & (F.col(C.OWNER) == scan.owner)
+    if scan.delivered_at_or_before is not None:
+        condition = condition & (F.col(C.DELIVERY_TIME_MS) <= scan.delivered_at_or_before)
+    return condition
+
+
+def _any(conditions: Sequence[Column]) -> Column:
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined | condition
+    return combined

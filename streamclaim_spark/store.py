@@ -6,9 +6,7 @@ same error texts); the snake_case methods are the typed API that ``execute`` is 
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -17,14 +15,16 @@ from pyspark.sql import DataFrame, SparkSession
 from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery
+from streamclaim_spark.commands import dispatch
 from streamclaim_spark.context import Context
+from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.runner import Clock, Runner
 from streamclaim_spark.session import active_or_new_session, require_delta
 from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.tables import ensure_state_table
-from streamclaim_spark.transaction import RetryPolicy, commit_plan, latest_version, run_with_retries
+from streamclaim_spark.transaction import RetryPolicy
 
 T = TypeVar("T")
-Clock = Callable[[], int]
 
 
 # 100k pending rows make a ~0.4 MB file, 100k entries of a few short fields ~1.2 MB.
@@ -41,7 +41,7 @@ class StreamStore:
 
     Safe to share between threads: each thread runs its commands through a session of its own (so
     Delta's per-session commit bookkeeping never mixes), and commands that lose a commit race re-run
-    on a fresh snapshot (``retry_policy``).
+    on a fresh snapshot (``retry_policy``). The command machinery is ``runner`` (runner.Runner).
     """
 
     def __init__(
@@ -53,13 +53,8 @@ class StreamStore:
         retry_policy: RetryPolicy,
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
     ) -> None:
-        self.spark = spark
         self.path = path
-        self.state_path = state_path
-        self.clock = clock
-        self.retry_policy = retry_policy
-        self.rows_per_file = rows_per_file
-        self._local = threading.local()
+        self.runner = Runner(spark, state_path, clock, retry_policy, rows_per_file)
 
     @classmethod
     def open(
@@ -90,68 +85,67 @@ class StreamStore:
         state_path = ensure_state_table(session, path)
         return cls(session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy(), rows_per_file)
 
-    # --- plumbing ---------------------------------------------------------------------------------------
+    # --- plumbing (runner.Runner) -------------------------------------------------------------------
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.runner.spark
+
+    @property
+    def state_path(self) -> str:
+        return self.runner.state_path
+
+    @property
+    def clock(self) -> Clock:
+        return self.runner.clock
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return self.runner.retry_policy
+
+    @property
+    def rows_per_file(self) -> int:
+        return self.runner.rows_per_file
 
     def session(self) -> SparkSession:
         """This thread's session: a child of the store's session sharing its SparkContext."""
-        session: SparkSession | None = getattr(self._local, "session", None)
-        if session is None:
-            session = self.spark.newSession()
-            self._local.session = session
-        return session
+        return self.runner.session()
 
     @property
     def last_attempts(self) -> int:
         """How many attempts this thread's last command needed (1 unless it lost commit races)."""
-        return int(getattr(self._local, "attempts", 0))
+        return self.runner.last_attempts
 
     @property
     def last_commit_version(self) -> int | None:
         """Delta version committed by this thread's last command (None if it changed nothing)."""
-        return getattr(self._local, "version", None)
+        return self.runner.last_commit_version
 
     def snapshot(self) -> Snapshot:
         """The store's current state, pinned at the newest Delta version."""
-        session = self.session()
-        return Snapshot(session, self.state_path, latest_version(session, self.state_path))
+        return self.runner.snapshot()
 
     def table_at(self, version: int) -> DataFrame:
         """The state table as of ``version`` (Delta time travel)."""
-        return self.session().read.format("delta").option("versionAsOf", version).load(self.state_path)
+        return self.runner.table_at(version)
 
     def transact(self, operation: str, decide: Callable[[Context], T]) -> T:
         """Runs ``decide`` on a fresh snapshot and commits its plan; re-runs it after a lost race."""
-        session = self.session()
-        self._local.version = None
-
-        def attempt(_: int) -> T:
-            snapshot = Snapshot(session, self.state_path, latest_version(session, self.state_path))
-            context = Context(snapshot, now=self.clock(), txn=uuid.uuid4().hex)
-            result = decide(context)
-            if not context.plan.empty:
-                operation_name = f"{operation} {context.txn}"
-                self._local.version = commit_plan(
-                    session, self.state_path, context.plan, operation_name, rows_per_file=self.rows_per_file
-                )
-            return result
-
-        result, attempts = run_with_retries(attempt, self.retry_policy, operation)
-        self._local.attempts = attempts
-        return result
+        return self.runner.transact(operation, decide)
 
     # --- bulk -------------------------------------------------------------------------------------------
 
     def append(self, key: str, frame: DataFrame, fields: str | None = None) -> BulkAppend:
         """Appends every row of ``frame`` to stream ``key`` in one commit (see bulk.append)."""
-        return bulk.append(self, key, frame, fields)
+        return bulk.append(self.runner, key, frame, fields)
 
     def deliver(self, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
         """Delivers up to ``count`` new entries to ``consumer`` in one commit (see bulk.deliver)."""
-        return bulk.deliver(self, key, group, consumer, count)
+        return bulk.deliver(self.runner, key, group, consumer, count)
 
     def acknowledge(self, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
         """Acknowledges (XACK) every ID in ``ids`` (None: the whole PEL) in one commit (see bulk.acknowledge)."""
-        return bulk.acknowledge(self, key, group, ids, id_column)
+        return bulk.acknowledge(self.runner, key, group, ids, id_column)
 
     # --- batched claims ------------------------------------------------------------------------------------
 
@@ -164,11 +158,11 @@ class StreamStore:
         dry_run: bool = False,
     ) -> BatchClaim:
         """Claims every stale pending entry the selection names, in one MERGE (see batch_claim)."""
-        return batch_claim.claim_stale(self, selection, new_owner, just_id=just_id, dry_run=dry_run)
+        return batch_claim.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
 
     def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
         """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see batch_claim.claim_batch)."""
-        return batch_claim.claim_batch(self, requests)
+        return batch_claim.claim_batch(self.runner, requests)
 
     # --- Redis --------------------------------------------------------------------------------------------
 
@@ -178,15 +172,11 @@ class StreamStore:
         Status and bulk replies come back as ``str``, integers as ``int``, arrays as ``list``, nil as
         None. A Redis error raises ``ReplyError`` whose ``str()`` is the full error line.
         """
-        from streamclaim_spark.commands import dispatch
-
-        return dispatch(self, decode_argv(argv))
+        return dispatch(self.runner, decode_argv(argv))
 
 
 def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
     """Decodes bytes arguments as UTF-8; the store keeps names and payloads as UTF-8 text."""
-    from streamclaim_spark.errors import ReplyError
-
     decoded = []
     for position, value in enumerate(argv):
         if isinstance(value, bytes):

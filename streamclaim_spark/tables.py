@@ -14,8 +14,9 @@ from streamclaim_spark.transaction import is_lost_race
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
 STATE_TABLE_PROPERTIES = {
-    # Updates and deletes (claims, acks) write small deletion-vector files instead of rewriting data.
-    "delta.enableDeletionVectors": "true",
+    # Off: with deletion vectors enabled every read costs one more Spark job (Delta lists all files to
+    # find their vectors), and capped files make rewriting the touched file cheap (docs/DESIGN.md).
+    "delta.enableDeletionVectors": "false",
     # Each command commits a few small files; compaction after commits keeps reads fast.
     "delta.autoOptimize.autoCompact": "true",
     # Statistics only on the columns commands filter on: IDs, kinds, names, delivery times.

@@ -10,10 +10,11 @@ either way is re-run from a fresh snapshot with jittered exponential backoff (do
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -31,7 +32,7 @@ from delta.tables import DeltaTable
 from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import StreamId
@@ -157,6 +158,27 @@ def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
     return [_source_row(write) for write in by_key.values()]
 
 
+# The source rows travel into the JVM as one JSON literal: a Python list through createDataFrame
+# would be a Python RDD, evaluated (twice, by the MERGE's two passes) in Python worker processes.
+_SOURCE_ARRAY = ArrayType(SOURCE_SCHEMA)
+
+
+def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
+    """The MERGE source for ``rows`` (SOURCE_SCHEMA tuples), built in the JVM from one JSON literal.
+
+    ``from_json`` of a literal is deterministic, so Delta may read the source twice without
+    materializing it; JSON escapes carry any Unicode text, NULs included, unchanged.
+    """
+    records = [dict(zip(SOURCE_SCHEMA.names, row, strict=True)) for row in rows]
+    text = json.dumps(records, separators=(",", ":"))
+    rows_column = F.inline(F.from_json(F.lit(text), _SOURCE_ARRAY))
+    return (
+        spark.range(1)
+        .select(rows_column)
+        .select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in SOURCE_SCHEMA.fields))
+    )
+
+
 def _source_row(write: Write) -> tuple[Any, ...]:
     claim = write.claim
     row = dict(write.row)
@@ -225,8 +247,11 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
     the commit writes (0: no cap).
     """
-    source = spark.createDataFrame(source_rows(plan.writes), SOURCE_SCHEMA)
-    for frame in plan.frames:
+    frames = list(plan.frames)
+    if plan.writes:
+        frames.insert(0, local_source(spark, source_rows(plan.writes)))
+    source = frames[0]
+    for frame in frames[1:]:
         source = source.unionByName(frame)
     partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
     # The partition literals let Delta's conflict check see that commands on other partitions
@@ -248,6 +273,12 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
     # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
     spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
+    # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a
+    # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
+    if small:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    else:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
     spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
     if rows_per_file:
         spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))

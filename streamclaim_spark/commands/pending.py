@@ -17,13 +17,22 @@ from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
 from streamclaim_spark.model import PendingEntry, Write, pending_key
+from streamclaim_spark.snapshot import Need, Scan
 
 
 def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:
+    try:
+        ids: list[StreamId] = parse_ids(tokens)
+        invalid: ReplyError | None = None
+    except ReplyError as error:
+        ids, invalid = [], error
+    # The heads and the IDs' PEL rows in one query.
+    ctx.snapshot.prefetch(Need(key, (group_name,), pending_ids=tuple(ids)))
     group = ctx.snapshot.existing_group(key, group_name)
     if group is None:
-        return 0
-    ids = parse_ids(tokens)
+        return 0  # Redis answers 0 for a missing key or group before it validates the IDs
+    if invalid is not None:
+        raise invalid
     pending = ctx.snapshot.pending_by_id(key, group_name, ids)
     if not pending:
         return 0
@@ -65,26 +74,36 @@ def parse_xpending(argv: Sequence[str]) -> XPending:
 
 
 def run_xpending(ctx: Context, request: XPending) -> Any:
-    group_or_nogroup(ctx, request.key, request.group)
     if not request.extended:
-        total, lowest, highest = ctx.snapshot.pending_bounds(request.key, request.group)
+        # Heads and the PEL's aggregate in one query.
+        total, lowest, highest, counts = ctx.snapshot.pending_summary(request.key, request.group)
+        group_or_nogroup(ctx, request.key, request.group)
         if total == 0:
             return [0, None, None, None]
-        counts = ctx.snapshot.pending_counts(request.key, request.group)
         consumers = sorted(counts, key=lambda name: name.encode())
         return [total, str(lowest), str(highest), [[name, str(counts[name])] for name in consumers]]
+    assert request.low is not None and request.high is not None
+    scan = _pending_scan(ctx, request)
+    ctx.snapshot.prefetch(Need(request.key, (request.group,), request.consumer, pending_scan=scan))
+    group_or_nogroup(ctx, request.key, request.group)
     if request.consumer is not None and (ctx.snapshot.consumer(request.key, request.group, request.consumer) is None):
         return []
-    assert request.low is not None and request.high is not None
-    entries = _pending_entries(ctx, request)
+    entries = _pending_entries(ctx, request, scan)
     return [[str(p.id), p.owner, max(0, ctx.now - p.delivery_time), p.delivery_count] for p in entries]
 
 
-def _pending_entries(ctx: Context, request: XPending) -> list[PendingEntry]:
+def _pending_scan(ctx: Context, request: XPending) -> Scan | None:
+    """The PEL range the extended form lists (None for COUNT 0)."""
     assert request.low is not None and request.high is not None
     if request.count == 0:
-        return []
+        return None
     cutoff = ctx.now - request.min_idle if request.min_idle > 0 else None
+    return Scan(request.low, request.high, request.count, owner=request.consumer, delivered_at_or_before=cutoff)
+
+
+def _pending_entries(ctx: Context, request: XPending, scan: Scan | None) -> list[PendingEntry]:
+    if scan is None:
+        return []
     return ctx.snapshot.pending(
-        request.key, request.group, request.low, request.high, request.count, request.consumer, cutoff
+        request.key, request.group, scan.low, scan.high, scan.limit, scan.owner, scan.delivered_at_or_before
     )

@@ -28,6 +28,7 @@ from streamclaim_spark.model import (
     stream_head_row,
 )
 from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.transaction import source_frame_for_deletes
 
 MAXLEN = "MAXLEN"
@@ -340,6 +341,8 @@ def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -
 
 def run_xrange(ctx: Context, request: XRange) -> list[Entry] | None:
     """Entries of the range; None stands for Redis' null array (COUNT 0 on an existing key)."""
+    scan = Scan(request.low, request.high, request.count, request.reverse)
+    ctx.snapshot.prefetch(Need(request.key, entry_scan=scan))  # the head and the range in one query
     meta = ctx.snapshot.stream(request.key)
     if meta is None:
         return []

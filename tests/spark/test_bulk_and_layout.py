@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.schema import stream_partition
-from streamclaim_spark.snapshot import stored_id
+from streamclaim_spark.snapshot import Need, id_in, stored_id
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
@@ -108,12 +108,18 @@ def test_lookups_by_id_read_only_the_files_whose_id_range_holds_the_ids(
     snapshot = store.snapshot()
     entries = snapshot.partition(stream_partition("s"), "entry")
 
-    few = snapshot.with_ids(entries, [StreamId(T0, 450), StreamId(T0, 460)])
-    many = snapshot.with_ids(entries, [StreamId(T0, n) for n in range(300, 400)])
+    few = entries.where(id_in([StreamId(T0, 450), StreamId(T0, 460)]))
+    many = entries.where(id_in([StreamId(T0, n) for n in range(300, 400)]))
+    # XCLAIM's one query (heads, consumer, PEL rows and entries by ID, ORed) skips files just as well.
+    one_query = snapshot.prefetch_query(
+        Need("s", ("g",), "c", entry_ids=(StreamId(T0, 450),), pending_ids=(StreamId(T0, 450),))
+    )
+    assert one_query is not None
 
     assert len(entries.inputFiles()) == 11  # 1,000 entries and the stream head, 100 rows a file
     assert len(few.inputFiles()) == 1
     assert len(many.inputFiles()) in (1, 2)  # 300..399 may straddle two files, depending on the head row
+    assert len(one_query[0].inputFiles()) == 2  # the stream head's file and entry 450's
     assert sorted(stored_id(row).seq for row in few.collect()) == [450, 460]
     assert many.count() == 100
 

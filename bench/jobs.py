@@ -1,0 +1,78 @@
+"""Spark jobs per command: the table in docs/BENCHMARKS.md, and the workload the budget test measures.
+
+Every command is measured right after another client's commit, so it pays for reading a new table
+version (Delta's "Compute snapshot" job), and never on a version where Delta writes a checkpoint.
+Run: ``.venv/bin/python -m bench.jobs``. Latencies are ``bench.side_by_side``'s business.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.session import build_session
+from streamclaim_spark.spark_jobs import count_jobs
+
+T0 = 1_700_000_000_000
+CLOCK = T0 + 3_600_000  # an hour after the deliveries: every pending entry is stale
+# Delta writes a checkpoint after every 10th commit (a job of its own): no measured commit lands there.
+CHECKPOINT_INTERVAL = 10
+
+
+def entry(n: int) -> str:
+    return f"{T0}-{n}"
+
+
+# (name, argv): each changes something (or reads something non-empty) on the store ``build`` makes.
+COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("XADD", ("XADD", "s", "*", "f", "v")),
+    ("XRANGE of 5", ("XRANGE", "s", "-", "+", "COUNT", "5")),
+    ("XPENDING summary", ("XPENDING", "s", "g")),
+    ("XCLAIM of 1 ID", ("XCLAIM", "s", "g", "alive", "60000", entry(7))),
+    ("XACK of 1 ID", ("XACK", "s", "g", entry(8))),
+    ("XAUTOCLAIM COUNT 100", ("XAUTOCLAIM", "s", "g", "alive", "60000", entry(100), "COUNT", "100")),
+    ("XREADGROUP of 5", ("XREADGROUP", "GROUP", "g2", "c", "COUNT", "5", "STREAMS", "s", ">")),
+)
+
+
+def build(spark: SparkSession, path: str) -> StreamStore:
+    """Stream s of 500 entries T0-0..T0-499 delivered to consumer dead of group g; group g2 undelivered."""
+    now = [T0]
+    store = StreamStore.open(path, spark=spark, clock=lambda: now[0])
+    store.append("s", spark.range(500).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "dead")
+    store.execute("XGROUP", "CREATE", "s", "g2", "0", "ENTRIESREAD", "0")
+    now[0] = CLOCK
+    return store
+
+
+def _version(store: StreamStore) -> int:
+    return int(store.snapshot().version or 0)
+
+
+def jobs_of(spark: SparkSession, store: StreamStore, *argv: str) -> tuple[int, object]:
+    """The Spark jobs ``argv`` runs on a table version it has not read yet, and its reply."""
+    while (_version(store) + 2) % CHECKPOINT_INTERVAL in (0, 1):
+        store.execute("XADD", "other", "*", "n", "1")
+    store.execute("XADD", "other", "*", "n", "1")  # a new version, as another client's write makes
+    with count_jobs(spark.sparkContext) as counted:
+        reply = store.execute(*argv)
+    return counted.jobs, reply
+
+
+def main() -> None:
+    spark = build_session(conf={"spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    store = build(spark, tempfile.mkdtemp(prefix="bench-jobs-") + "/store")
+    print("| command | Spark jobs |")
+    print("|---|---:|")
+    for name, command in COMMANDS:
+        jobs, _ = jobs_of(spark, store, *command)
+        print(f"| {name} | {jobs} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

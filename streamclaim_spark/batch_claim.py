@@ -107,16 +107,13 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 
 
 def selected_groups(ctx: Context, selection: StaleSelection) -> list[GroupMeta]:
-    """The (stream, group) heads the selection names, read from the stream heads."""
-    heads = ctx.snapshot.frame().where(F.col(C.ROW_KIND) == C.KIND_STREAM).select(C.STREAM, C.GROUP_NAMES).collect()
+    """The (stream, group) heads the selection names, read with every other head in one query."""
     selected: list[GroupMeta] = []
-    for row in heads:
-        key = row[C.STREAM]
-        if not _matches(key, selection.streams):
+    for meta in ctx.snapshot.all_streams():
+        if not _matches(meta.key, selection.streams):
             continue
-        names = [g for g in (row[C.GROUP_NAMES] or []) if _matches(g, selection.groups)]
-        ctx.snapshot.load_heads(key, names)
-        selected.extend(g for g in (ctx.snapshot.group(key, name) for name in names) if g is not None)
+        names = [g for g in meta.groups if _matches(g, selection.groups)]
+        selected.extend(g for g in (ctx.snapshot.group(meta.key, name) for name in names) if g is not None)
     return selected
 
 

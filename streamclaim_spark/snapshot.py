@@ -325,6 +325,16 @@ class Snapshot:
         """Loads the stream head, the named groups' heads and (optionally) one consumer in one query."""
         self.prefetch(Need(key, tuple(groups), consumer))
 
+    def all_streams(self) -> list[StreamMeta]:
+        """Every stream head, with every group head remembered too: one query however many there are."""
+        for row in self._table.where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).collect():
+            self._remember_head(row)
+        streams = [meta for meta in self._streams.values() if meta is not None]
+        for meta in streams:
+            for group in meta.groups:
+                self._groups.setdefault((meta.key, group), None)
+        return streams
+
     def groups(self, key: str) -> list[GroupMeta]:
         """All groups of the stream, in Redis' bytewise name order."""
         meta = self.stream(key)

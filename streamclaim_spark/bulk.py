@@ -8,24 +8,26 @@ collecting anything to the driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, LongType, StringType
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.commands.args import is_token
 from streamclaim_spark.commands.groups import group_or_nogroup, put_group
 from streamclaim_spark.commands.streams import put_stream_head
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import ReplyError, nogroup_xreadgroup
-from streamclaim_spark.ids import MAX_ID, StreamId, to_stored
+from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError, nogroup_xreadgroup
+from streamclaim_spark.ids import MAX_ID, StreamId, parse_id, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
-from streamclaim_spark.model import ConsumerMeta, StreamMeta, Write, consumer_row
+from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, stream_partition
-from streamclaim_spark.snapshot import id_at_least, id_text, stored_id
-from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.snapshot import Need, id_at_least, id_text, stored_id
+from streamclaim_spark.transaction import json_frame, source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner
@@ -33,12 +35,16 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BulkAppend:
-    """What ``append`` added: ``count`` entries with IDs ``first_id`` .. ``last_id``."""
+    """What ``append`` added: ``count`` entries; for one stream with IDs ``first_id`` .. ``last_id``.
+
+    ``streams`` maps each stream to (entries added, first ID, last ID).
+    """
 
     count: int
     first_id: StreamId | None
     last_id: StreamId | None
     version: int | None
+    streams: dict[str, tuple[int, StreamId, StreamId]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -75,54 +81,209 @@ def fields_column(frame: DataFrame, column: str | None) -> Column:
     return F.array(*pairs)
 
 
-def append(runner: Runner, key: str, frame: DataFrame, fields: str | None = None) -> BulkAppend:
-    """Appends every row of ``frame`` to stream ``key`` in one commit (creating the stream if needed).
+# Columns of the frame ``append`` numbers: the target stream, the entry's pairs, its input order and
+# the input partition that order came from (monotonically_increasing_id keeps it in its upper 31 bits).
+_STREAM = "_stream"
+_ORDER = "_order"
+_PART = "_part"
+_FIRST_SEQ = "_first_seq"
+
+
+def append(
+    runner: Runner,
+    key: str | None,
+    frame: DataFrame,
+    fields: str | None = None,
+    stream_column: str | None = None,
+) -> BulkAppend:
+    """Appends every row of ``frame`` to its stream in one commit (creating streams as needed).
+
+    Each stream's new entries get IDs as a run of ``XADD *`` would: one millisecond, consecutive
+    sequence numbers in the frame's row order. They are numbered per (stream, input partition) in
+    parallel, from offsets one small aggregation computes, rather than by one window over all rows.
 
     Args:
         runner: The store's command runner (StreamStore.runner).
-        key: The stream.
+        key: The stream every row goes to; None when ``stream_column`` names it per row.
         frame: One row per entry, in the order the entries get their IDs.
         fields: Name of an ``array<struct<field,value>>`` column holding each entry's pairs; None (the
-            default) makes every column a field named after it, its value cast to string.
+            default) makes every column a field named after it (except ``stream_column``), its value
+            cast to string.
+        stream_column: Name of the string column holding each row's stream (many streams, one commit).
     """
-    pairs = fields_column(frame, fields)
-    ordered = frame.select(pairs.alias(C.FIELDS), F.monotonically_increasing_id().alias("_order"))
+    if (key is None) == (stream_column is None):
+        raise ValueError("append: give either key (one stream) or stream_column (a stream per row), not both")
+    if stream_column is not None and stream_column not in frame.columns:
+        raise ValueError(
+            f"stream_column={stream_column!r} is not a column of frame (columns: {frame.columns}); "
+            "name the column that holds each row's stream"
+        )
+    payload = frame.drop(stream_column) if stream_column is not None and fields is None else frame
+    stream = F.col(stream_column).cast(StringType()) if stream_column is not None else F.lit(key)
+    ordered = frame.select(
+        stream.alias(_STREAM),
+        fields_column(payload, fields).alias(C.FIELDS),
+        F.monotonically_increasing_id().alias(_ORDER),
+    ).withColumn(_PART, F.shiftright(F.col(_ORDER), 33))
 
     def decide(ctx: Context) -> BulkAppend:
-        count = ordered.count()
-        if count == 0:
+        tallies = ordered.groupBy(_STREAM, _PART).count().collect()
+        nameless = sum(row["count"] for row in tallies if row[_STREAM] is None)
+        if nameless:
+            raise ValueError(
+                f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
+                "give every row a stream name or filter those rows out"
+            )
+        counts: dict[str, list[tuple[int, int]]] = {}
+        for row in tallies:
+            counts.setdefault(row[_STREAM], []).append((row[_PART], row["count"]))
+        if not counts:
             return BulkAppend(0, None, None, None)
-        meta = ctx.snapshot.stream(key) or StreamMeta(key)
-        if meta.last_id == MAX_ID:
-            raise ReplyError("ERR The stream has exhausted the last possible ID, unable to add more items")
-        first = StreamId(ctx.now, 0) if ctx.now > meta.last_id.ms else meta.last_id.incr()
-        if first.seq + count - 1 > MAX_ID.seq:
-            raise ValueError(f"frame: {count} entries do not fit in millisecond {first.ms}; append in smaller parts")
-        last = StreamId(first.ms, first.seq + count - 1)
-        position = F.row_number().over(Window.orderBy("_order")) - 1
-        rows = ordered.select(
-            F.lit(stream_partition(key)).alias(C.PARTITION_ID),
+        ctx.snapshot.prefetch(*(Need(name) for name in counts))
+        offsets: list[dict[str, object]] = []
+        ranges: dict[str, tuple[int, StreamId, StreamId]] = {}
+        for name in sorted(counts):
+            parts = sorted(counts[name])
+            total = sum(count for _, count in parts)
+            existing = ctx.snapshot.stream(name)
+            meta = existing or StreamMeta(name)
+            if meta.last_id == MAX_ID:
+                raise ReplyError("ERR The stream has exhausted the last possible ID, unable to add more items")
+            first = StreamId(ctx.now, 0) if ctx.now > meta.last_id.ms else meta.last_id.incr()
+            if first.seq + total - 1 > MAX_ID.seq:
+                raise ValueError(
+                    f"frame: {total} entries for stream {name!r} do not fit in millisecond {first.ms}; "
+                    "append in smaller parts"
+                )
+            last = StreamId(first.ms, first.seq + total - 1)
+            ranges[name] = (total, first, last)
+            before = 0
+            for part, count in parts:
+                offsets.append(
+                    {
+                        _STREAM: name,
+                        _PART: part,
+                        C.PARTITION_ID: stream_partition(name),
+                        C.ID_MS: to_stored(first.ms),
+                        _FIRST_SEQ: to_stored(first.seq) + before,
+                    }
+                )
+                before += count
+            after = replace(
+                meta,
+                last_id=last,
+                length=meta.length + total,
+                entries_added=meta.entries_added + total,
+                first_id=first if meta.length == 0 else meta.first_id,
+            )
+            put_stream_head(ctx, existing, after)
+        position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
+        rows = ordered.join(F.broadcast(json_frame(ctx.snapshot.spark, offsets, _OFFSETS)), [_STREAM, _PART]).select(
+            F.col(C.PARTITION_ID),
             F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
-            F.lit(key).alias(C.STREAM),
-            F.lit(to_stored(first.ms)).cast(LongType()).alias(C.ID_MS),
-            (F.lit(to_stored(first.seq)).cast(LongType()) + position).alias(C.ID_SEQ),
+            F.col(_STREAM).alias(C.STREAM),
+            F.col(C.ID_MS),
+            (F.col(_FIRST_SEQ) + position).alias(C.ID_SEQ),
             F.col(C.FIELDS),
             F.lit(ctx.txn).alias(C.TXN),
         )
-        ctx.plan.add_frame(source_frame(state_rows(rows)), stream_partition(key))
-        after = replace(
-            meta,
-            last_id=last,
-            length=meta.length + count,
-            entries_added=meta.entries_added + count,
-            first_id=first if meta.length == 0 else meta.first_id,
-        )
-        existing = ctx.snapshot.stream(key)
-        put_stream_head(ctx, existing, after)
-        return BulkAppend(count, first, last, None)
+        ctx.plan.add_frame(source_frame(state_rows(rows)), stream_partition(sorted(counts)[0]))
+        ctx.plan.partitions.update(stream_partition(name) for name in counts)
+        total = sum(count for count, _, _ in ranges.values())
+        if key is not None:
+            _, first, last = ranges[key]
+            return BulkAppend(total, first, last, None, ranges)
+        return BulkAppend(total, None, None, None, ranges)
 
     result = runner.transact("BULK APPEND", decide)
     return replace(result, version=runner.last_commit_version)
+
+
+_OFFSETS = StructType(
+    [
+        StructField(_STREAM, StringType()),
+        StructField(_PART, LongType()),
+        StructField(C.PARTITION_ID, StringType()),
+        StructField(C.ID_MS, LongType()),
+        StructField(_FIRST_SEQ, LongType()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class NewGroup:
+    """One group for ``create_groups``: XGROUP CREATE stream group id [MKSTREAM] (id: ``$`` or an ID)."""
+
+    stream: str
+    group: str
+    id: str = "$"
+    mkstream: bool = False
+
+
+def create_groups(runner: Runner, groups: DataFrame | Sequence[NewGroup | tuple[Any, ...]]) -> int:
+    """Creates many consumer groups in one commit, with XGROUP CREATE's semantics and errors.
+
+    All or nothing: if any group cannot be created (its stream is missing without MKSTREAM, it exists
+    already, its ID is invalid), the error names it and nothing is created. Returns how many were.
+
+    Args:
+        runner: The store's command runner (StreamStore.runner).
+        groups: ``NewGroup``s or (stream, group[, id[, mkstream]]) tuples, or a DataFrame with columns
+            ``stream``, ``group`` and optionally ``id`` (default ``$``) and ``mkstream`` (default false).
+    """
+    wanted = _new_groups(groups)
+    seen: set[tuple[str, str]] = set()
+    for position, new in enumerate(wanted):
+        if (new.stream, new.group) in seen:
+            raise ValueError(f"groups[{position}]: ({new.stream!r}, {new.group!r}) is named twice")
+        seen.add((new.stream, new.group))
+        if not is_token(new.id, "$"):
+            try:
+                parse_id(new.id, strict=True)
+            except ReplyError as error:
+                raise ReplyError(f"{error} (groups[{position}]: {new.stream!r}, {new.group!r})") from None
+    by_stream: dict[str, list[tuple[int, NewGroup]]] = {}
+    for position, new in enumerate(wanted):
+        by_stream.setdefault(new.stream, []).append((position, new))
+
+    def decide(ctx: Context) -> int:
+        ctx.snapshot.prefetch(*(Need(key, tuple(n.group for _, n in news)) for key, news in by_stream.items()))
+        for key, news in by_stream.items():
+            meta = ctx.snapshot.stream(key)
+            stream = meta if meta is not None else StreamMeta(key)
+            for position, new in news:
+                where = f" (groups[{position}]: {new.stream!r}, {new.group!r})"
+                if meta is None and not new.mkstream:
+                    raise ReplyError(XGROUP_KEY_REQUIRED + where)
+                if ctx.snapshot.group(key, new.group) is not None:
+                    raise ReplyError(BUSYGROUP + where)
+                last_id = stream.last_id if is_token(new.id, "$") else parse_id(new.id, strict=True)
+                head = GroupMeta(key, new.group, last_id)
+                ctx.plan.add(Write(group_head_row(head, ctx.txn), guard=True, expect_version=None))
+            put_stream_head(ctx, meta, replace(stream, groups=(*stream.groups, *(n.group for _, n in news))))
+        return len(wanted)
+
+    return runner.transact("BULK XGROUP CREATE", decide) if wanted else 0
+
+
+def _new_groups(groups: DataFrame | Sequence[NewGroup | tuple[Any, ...]]) -> list[NewGroup]:
+    if isinstance(groups, DataFrame):
+        missing = [name for name in ("stream", "group") if name not in groups.columns]
+        if missing:
+            raise ValueError(f"groups: the DataFrame lacks column(s) {missing} (columns: {groups.columns})")
+        wanted = []
+        for row in groups.collect():
+            values = row.asDict()
+            wanted.append(
+                NewGroup(
+                    str(values["stream"]),
+                    str(values["group"]),
+                    str(values.get("id") or "$"),
+                    bool(values.get("mkstream") or False),
+                )
+            )
+        return wanted
+    return [item if isinstance(item, NewGroup) else NewGroup(*item) for item in groups]
 
 
 def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:

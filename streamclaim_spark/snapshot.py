@@ -178,6 +178,11 @@ class Snapshot:
         """The one query ``prefetch`` runs for ``needs`` (None: all known), and which range it reads."""
         wanted: list[Column] = []
         partitions: set[str] = set()
+        # Heads (and consumers, by name) of every need share one IN list each: a fleet's thousands of
+        # streams make one disjunct, not thousands.
+        stream_heads: set[str] = set()
+        group_heads: set[str] = set()
+        consumers: dict[str, set[str]] = {}
         point_rows = 0
         scan: tuple[_ScanKey, Column] | None = None
         for need in needs:
@@ -185,21 +190,11 @@ class Snapshot:
             stream_part = stream_partition(key)
             group_parts = {g: group_partition(key, g) for g in need.groups}
             if key not in self._streams:
-                wanted.append(_kind_in(stream_part, C.KIND_STREAM))
-                partitions.add(stream_part)
-                point_rows += 1
-            new_groups = [g for g in need.groups if (key, g) not in self._groups]
-            if new_groups:
-                wanted.append(_kind_in([group_parts[g] for g in new_groups], C.KIND_GROUP))
-                point_rows += len(new_groups)
+                stream_heads.add(stream_part)
+            group_heads.update(group_parts[g] for g in need.groups if (key, g) not in self._groups)
             if need.consumer is not None:
-                missing = [g for g in need.groups if (key, g, need.consumer) not in self._consumers]
-                if missing:
-                    wanted.append(
-                        _kind_in([group_parts[g] for g in missing], C.KIND_CONSUMER)
-                        & (F.col(C.CONSUMER) == need.consumer)
-                    )
-                    point_rows += len(missing)
+                missing = [group_parts[g] for g in need.groups if (key, g, need.consumer) not in self._consumers]
+                consumers.setdefault(need.consumer, set()).update(missing)
             entry_ids = sorted(set(need.entry_ids) - set(self._entries.get(key, {})))
             if entry_ids:
                 wanted.append(_kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids))
@@ -229,6 +224,15 @@ class Snapshot:
                 wanted.append(scan[1])
                 partitions.add(part)
             partitions.update(group_parts.values())
+        for kind, heads in ((C.KIND_STREAM, stream_heads), (C.KIND_GROUP, group_heads)):
+            if heads:
+                wanted.append(_kind_in(sorted(heads), kind))
+                partitions.update(heads)
+                point_rows += len(heads)
+        for name, parts in consumers.items():
+            if parts:
+                wanted.append(_kind_in(sorted(parts), C.KIND_CONSUMER) & (F.col(C.CONSUMER) == name))
+                point_rows += len(parts)
         if not wanted:
             return None
         keys = sorted({need.key for need in needs})

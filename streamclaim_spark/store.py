@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery
+from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
@@ -138,6 +138,14 @@ class StreamStore:
     def append(self, key: str, frame: DataFrame, fields: str | None = None) -> BulkAppend:
         """Appends every row of ``frame`` to stream ``key`` in one commit (see bulk.append)."""
         return bulk.append(self.runner, key, frame, fields)
+
+    def append_streams(self, frame: DataFrame, stream_column: str, fields: str | None = None) -> BulkAppend:
+        """Appends every row of ``frame`` to the stream its ``stream_column`` names, all in one commit."""
+        return bulk.append(self.runner, None, frame, fields, stream_column=stream_column)
+
+    def create_groups(self, groups: DataFrame | Sequence[NewGroup | tuple[Any, ...]]) -> int:
+        """XGROUP CREATE for many (stream, group, id, mkstream) in one commit (see bulk.create_groups)."""
+        return bulk.create_groups(self.runner, groups)
 
     def deliver(self, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
         """Delivers up to ``count`` new entries to ``consumer`` in one commit (see bulk.deliver)."""

@@ -158,25 +158,20 @@ def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
     return [_source_row(write) for write in by_key.values()]
 
 
-# The source rows travel into the JVM as one JSON literal: a Python list through createDataFrame
-# would be a Python RDD, evaluated (twice, by the MERGE's two passes) in Python worker processes.
-_SOURCE_ARRAY = ArrayType(SOURCE_SCHEMA)
+def json_frame(spark: SparkSession, records: Sequence[dict[str, Any]], schema: StructType) -> DataFrame:
+    """A small DataFrame of ``records`` built in the JVM from one JSON literal.
+
+    ``createDataFrame`` of a Python list is a Python RDD, evaluated (for a MERGE source: twice) in
+    Python worker processes. ``from_json`` of a literal is deterministic, so Delta may read it twice
+    without materializing it; JSON escapes carry any Unicode text, NULs included, unchanged.
+    """
+    text = json.dumps(list(records), separators=(",", ":"))
+    return spark.range(1).select(F.inline(F.from_json(F.lit(text), ArrayType(schema))))
 
 
 def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
-    """The MERGE source for ``rows`` (SOURCE_SCHEMA tuples), built in the JVM from one JSON literal.
-
-    ``from_json`` of a literal is deterministic, so Delta may read the source twice without
-    materializing it; JSON escapes carry any Unicode text, NULs included, unchanged.
-    """
-    records = [dict(zip(SOURCE_SCHEMA.names, row, strict=True)) for row in rows]
-    text = json.dumps(records, separators=(",", ":"))
-    rows_column = F.inline(F.from_json(F.lit(text), _SOURCE_ARRAY))
-    return (
-        spark.range(1)
-        .select(rows_column)
-        .select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in SOURCE_SCHEMA.fields))
-    )
+    """The MERGE source for ``rows`` (SOURCE_SCHEMA tuples), built in the JVM (json_frame)."""
+    return json_frame(spark, [dict(zip(SOURCE_SCHEMA.names, row, strict=True)) for row in rows], SOURCE_SCHEMA)
 
 
 def _source_row(write: Write) -> tuple[Any, ...]:

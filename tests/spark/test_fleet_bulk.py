@@ -1,0 +1,112 @@
+"""Bulk APIs for fleets: many streams appended to, and many groups created, each in one commit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark.bulk import NewGroup
+from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
+from tests.spark.pel import current_version
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+def fleet(spark: SparkSession, make_store: Callable[..., StreamStore]) -> StreamStore:
+    """Streams t0..t29 of 3 entries each (n = 0, 1, 2), appended in one commit at T0."""
+    store = make_store(clock=lambda: T0)
+    frame = spark.range(0, 90, 1, 3).selectExpr("concat('t', CAST(id % 30 AS STRING)) AS tenant", "id DIV 30 AS n")
+    store.append_streams(frame, stream_column="tenant")
+    return store
+
+
+def test_append_streams_numbers_each_streams_rows_in_frame_order_in_one_commit(
+    spark: SparkSession, make_store: Callable[..., StreamStore]
+) -> None:
+    store = make_store(clock=lambda: T0)
+    store.execute("XADD", "t0", f"{T0 + 5}-0", "n", "first")  # t0's next IDs follow its last one
+    before = current_version(store)
+    # Three input partitions, rows interleaved across three streams.
+    frame = spark.range(0, 90, 1, 3).selectExpr("concat('t', CAST(id % 3 AS STRING)) AS tenant", "id AS n")
+
+    result = store.append_streams(frame, stream_column="tenant")
+
+    assert current_version(store) == before + 1
+    assert result.count == 90
+    assert result.version == before + 1
+    assert result.streams["t1"][0] == 30
+    assert (str(result.streams["t0"][1]), str(result.streams["t0"][2])) == (f"{T0 + 5}-1", f"{T0 + 5}-30")
+    assert store.execute("XRANGE", "t1", "-", "+") == [[f"{T0}-{i}", ["n", str(3 * i + 1)]] for i in range(30)]
+    assert store.execute("XRANGE", "t0", "-", "+", "COUNT", "3") == [
+        [f"{T0 + 5}-0", ["n", "first"]],
+        [f"{T0 + 5}-1", ["n", "0"]],
+        [f"{T0 + 5}-2", ["n", "3"]],
+    ]
+    assert [store.execute("XLEN", key) for key in ("t0", "t1", "t2")] == [31, 30, 30]
+
+
+def test_append_streams_refuses_a_frame_without_the_column_or_with_nameless_rows_and_commits_nothing(
+    spark: SparkSession, fleet: StreamStore
+) -> None:
+    before = current_version(fleet)
+    frame = spark.range(4).selectExpr("IF(id = 2, NULL, 't0') AS tenant", "id AS n")
+
+    with pytest.raises(ValueError, match=r"stream_column='stream' is not a column of frame"):
+        fleet.append_streams(frame, stream_column="stream")
+    with pytest.raises(ValueError, match=r"stream_column='tenant': 1 row\(s\) have no stream"):
+        fleet.append_streams(frame, stream_column="tenant")
+
+    assert current_version(fleet) == before
+    assert fleet.execute("XLEN", "t0") == 3
+
+
+def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(fleet: StreamStore) -> None:
+    before = current_version(fleet)
+    groups = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
+    groups += [(f"t{n}", "audit", "0") for n in range(0, 28, 2)]
+    groups += [NewGroup(f"new{n}", "billing", "$", mkstream=True) for n in range(20)]
+
+    created = fleet.create_groups(groups)
+
+    assert created == 62
+    assert current_version(fleet) == before + 1
+    # t28 holds the same entries as t4; its groups are made one XGROUP CREATE at a time.
+    fleet.execute("XGROUP", "CREATE", "t28", "billing", "$")
+    fleet.execute("XGROUP", "CREATE", "t28", "audit", "0")
+    assert fleet.execute("XINFO", "GROUPS", "t4") == fleet.execute("XINFO", "GROUPS", "t28")
+    assert [g[1] for g in fleet.execute("XINFO", "GROUPS", "t4")] == ["audit", "billing"]
+    assert fleet.execute("XINFO", "GROUPS", "t5")[0][7] == f"{T0}-2"  # billing at $: the last entry
+    assert fleet.execute("XLEN", "new7") == 0
+    assert fleet.execute("XINFO", "GROUPS", "new7")[0][1] == "billing"
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (NewGroup("t3", "billing"), BUSYGROUP + " (groups[2]: 't3', 'billing')"),
+        (NewGroup("missing", "billing"), XGROUP_KEY_REQUIRED + " (groups[2]: 'missing', 'billing')"),
+        (
+            NewGroup("t3", "other", "12-x"),
+            "ERR Invalid stream ID specified as stream command argument (groups[2]: 't3', 'other')",
+        ),
+    ],
+    ids=["existing-group", "missing-stream", "invalid-id"],
+)
+def test_create_groups_with_one_bad_group_names_it_and_creates_none(
+    fleet: StreamStore, bad: NewGroup, error: str
+) -> None:
+    fleet.execute("XGROUP", "CREATE", "t3", "billing", "0")
+    before = current_version(fleet)
+
+    with pytest.raises(ReplyError) as raised:
+        fleet.create_groups([NewGroup("t1", "new"), NewGroup("t2", "new"), bad])
+
+    assert str(raised.value) == error
+    assert current_version(fleet) == before
+    assert fleet.execute("XINFO", "GROUPS", "t1") == []

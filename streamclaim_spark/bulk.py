@@ -322,20 +322,154 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
             F.lit(ctx.txn).alias(C.TXN),
         )
         ctx.plan.add_frame(source_frame(state_rows(rows)), group_partition(key, group))
-        if head.entries_read != C.ENTRIES_READ_UNKNOWN and not range_has_tombstones(stream, first):
-            entries_read = head.entries_read + delivered
-        elif delivered == 1:
-            entries_read = entries_read_after_delivery(stream, head, first)
-        else:
-            entries_read = estimate_entries_read(stream, last)
-        put_group(ctx, head, replace(head, last_id=max(last, head.last_id), entries_read=entries_read))
-        existing = ctx.snapshot.consumer(key, group, consumer)
-        touched = replace(existing or ConsumerMeta(consumer, ctx.now), seen_time=ctx.now, active_time=ctx.now)
-        ctx.plan.add(Write(consumer_row(key, group, touched, ctx.txn)))
-        return BulkDelivery(delivered, first, last, None)
+        return _advance(ctx, key, group, consumer, delivered, first, last)
 
     result = runner.transact("BULK DELIVER", decide)
     return replace(result, version=runner.last_commit_version)
+
+
+def _advance(
+    ctx: Context, key: str, group: str, consumer: str, delivered: int, first: StreamId, last: StreamId
+) -> BulkDelivery:
+    """After delivering ``first`` .. ``last``: moves the group's cursor and entries-read, touches the consumer."""
+    stream, head = ctx.snapshot.stream(key), ctx.snapshot.group(key, group)
+    assert stream is not None and head is not None
+    # XREADGROUP moves entries-read entry by entry (lag.entries_read_after_delivery): once the first
+    # delivered entry's counter is known and no tombstone lies ahead, each further entry adds one.
+    first_read = entries_read_after_delivery(stream, head, first)
+    if first_read != C.ENTRIES_READ_UNKNOWN and not range_has_tombstones(stream, first):
+        entries_read = first_read + delivered - 1
+    elif delivered == 1:
+        entries_read = first_read
+    else:
+        entries_read = estimate_entries_read(stream, last)
+    put_group(ctx, head, replace(head, last_id=max(last, head.last_id), entries_read=entries_read))
+    existing = ctx.snapshot.consumer(key, group, consumer)
+    touched = replace(existing or ConsumerMeta(consumer, ctx.now), seen_time=ctx.now, active_time=ctx.now)
+    ctx.plan.add(Write(consumer_row(key, group, touched, ctx.txn)))
+    return BulkDelivery(delivered, first, last, None)
+
+
+_TARGET = "_target"
+_TARGETS = StructType(
+    [
+        StructField(_TARGET, LongType()),
+        StructField(C.STREAM, StringType()),
+        StructField(C.GROUP, StringType()),
+        StructField(C.PARTITION_ID, StringType()),
+        StructField(C.OWNER, StringType()),
+        StructField(C.LAST_MS, LongType()),
+        StructField(C.LAST_SEQ, LongType()),
+    ]
+)
+
+
+def deliver_many(
+    runner: Runner, targets: Sequence[tuple[str, str, str]], count: int | None = None
+) -> list[BulkDelivery]:
+    """``XREADGROUP GROUP group consumer [COUNT count] STREAMS stream >`` for many targets, in one commit.
+
+    Each (stream, group, consumer) gets up to ``count`` of its group's new entries (all if None): they
+    enter the group's PEL with that owner and delivery count 1, the group's cursor and entries-read
+    move, the consumer is created or touched. One scan of the streams' entries joined with a small
+    table of the targets' cursors, rather than one read per target.
+
+    Args:
+        runner: The store's command runner (StreamStore.runner).
+        targets: (stream, group, consumer) triples, each (stream, group) at most once.
+        count: Most entries per target; None for every new entry.
+
+    Returns:
+        One BulkDelivery per target, in the order given.
+
+    Raises:
+        ReplyError: NOGROUP, as XREADGROUP words it, naming the first target whose stream or group is missing.
+    """
+    if count is not None and count < 1:
+        raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
+    pairs = [(key, group) for key, group, _ in targets]
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("targets: a (stream, group) is named twice; deliver to one consumer per group per call")
+
+    def decide(ctx: Context) -> list[BulkDelivery]:
+        ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
+        records: list[dict[str, object]] = []
+        lowest: StreamId | None = None
+        for position, (key, group, consumer) in enumerate(targets):
+            if ctx.snapshot.stream(key) is None or ctx.snapshot.group(key, group) is None:
+                raise nogroup_xreadgroup(key, group)
+            head = ctx.snapshot.group(key, group)
+            assert head is not None
+            if head.last_id == MAX_ID:
+                continue
+            start = head.last_id.incr()
+            lowest = start if lowest is None else min(lowest, start)
+            records.append(
+                {
+                    _TARGET: position,
+                    C.STREAM: key,
+                    C.GROUP: group,
+                    C.PARTITION_ID: group_partition(key, group),
+                    C.OWNER: consumer,
+                    C.LAST_MS: to_stored(head.last_id.ms),
+                    C.LAST_SEQ: to_stored(head.last_id.seq),
+                }
+            )
+        results = [BulkDelivery(0, None, None, None) for _ in targets]
+        if not records:
+            return results
+        streams = sorted({str(record[C.STREAM]) for record in records})
+        assert lowest is not None
+        entries = (
+            ctx.snapshot.frame()
+            .where(
+                F.col(C.PARTITION_ID).isin([stream_partition(key) for key in streams])
+                & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
+                & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
+            )
+            .select(C.STREAM, C.ID_MS, C.ID_SEQ)
+        )
+        after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
+            (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
+        )
+        delivered = entries.join(F.broadcast(json_frame(ctx.snapshot.spark, records, _TARGETS)), C.STREAM).where(
+            after_cursor
+        )
+        if count is not None:
+            rank = F.row_number().over(Window.partitionBy(_TARGET).orderBy(C.ID_MS, C.ID_SEQ))
+            delivered = delivered.withColumn("_rank", rank).where(F.col("_rank") <= count)
+        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+        bounds = (
+            delivered.groupBy(_TARGET)
+            .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
+            .collect()
+        )
+        if not bounds:
+            return results
+        rows = delivered.select(
+            F.col(C.PARTITION_ID),
+            F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
+            F.col(C.STREAM),
+            F.col(C.GROUP),
+            F.col(C.ID_MS),
+            F.col(C.ID_SEQ),
+            F.col(C.OWNER),
+            F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+            F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
+            F.lit(ctx.txn).alias(C.TXN),
+        )
+        first_key = targets[int(bounds[0][_TARGET])]
+        ctx.plan.add_frame(source_frame(state_rows(rows)), group_partition(first_key[0], first_key[1]))
+        for bound in bounds:
+            position = int(bound[_TARGET])
+            key, group, consumer = targets[position]
+            first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
+            results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
+        return results
+
+    results = runner.transact("BULK DELIVER", decide)
+    version = runner.last_commit_version
+    return [replace(result, version=version if result.count else None) for result in results]
 
 
 # Column carrying the ID text both sides of acknowledge's join are matched on.

@@ -151,6 +151,10 @@ class StreamStore:
         """Delivers up to ``count`` new entries to ``consumer`` in one commit (see bulk.deliver)."""
         return bulk.deliver(self.runner, key, group, consumer, count)
 
+    def deliver_many(self, targets: Sequence[tuple[str, str, str]], count: int | None = None) -> list[BulkDelivery]:
+        """``deliver`` for many (stream, group, consumer) targets in one commit (see bulk.deliver_many)."""
+        return bulk.deliver_many(self.runner, targets, count)
+
     def acknowledge(self, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
         """Acknowledges (XACK) every ID in ``ids`` (None: the whole PEL) in one commit (see bulk.acknowledge)."""
         return bulk.acknowledge(self.runner, key, group, ids, id_column)

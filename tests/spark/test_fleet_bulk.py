@@ -110,3 +110,40 @@ def test_create_groups_with_one_bad_group_names_it_and_creates_none(
     assert str(raised.value) == error
     assert current_version(fleet) == before
     assert fleet.execute("XINFO", "GROUPS", "t1") == []
+
+
+def test_deliver_many_delivers_to_every_group_in_one_commit_as_xreadgroup_would(fleet: StreamStore) -> None:
+    fleet.create_groups([(f"t{n}", "billing", "0") for n in range(10)] + [("t28", "billing", "0")])
+    before = current_version(fleet)
+
+    results = fleet.deliver_many([(f"t{n}", "billing", f"w{n}") for n in range(10)], count=2)
+
+    assert current_version(fleet) == before + 1
+    assert [(r.count, str(r.first_id), str(r.last_id), r.version) for r in results] == [
+        (2, f"{T0}-0", f"{T0}-1", before + 1)
+    ] * 10
+    # t28 holds the same entries as t3: deliver there with the command, then compare what Redis shows.
+    fleet.execute("XREADGROUP", "GROUP", "billing", "w3", "COUNT", "2", "STREAMS", "t28", ">")
+    for command in (("XINFO", "GROUPS"), ("XINFO", "CONSUMERS"), ("XPENDING",)):
+        args = ("billing",) if command != ("XINFO", "GROUPS") else ()
+        assert fleet.execute(*command, "t3", *args) == fleet.execute(*command, "t28", *args)
+    assert fleet.execute("XPENDING", "t3", "billing", "-", "+", "10") == [
+        [f"{T0}-0", "w3", 0, 1],
+        [f"{T0}-1", "w3", 0, 1],
+    ]
+
+    rest = fleet.deliver_many([("t3", "billing", "w3"), ("t4", "billing", "other")])
+
+    assert [r.count for r in rest] == [1, 1]
+    assert fleet.execute("XPENDING", "t4", "billing") == [3, f"{T0}-0", f"{T0}-2", [["other", "1"], ["w4", "2"]]]
+
+
+def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fleet: StreamStore) -> None:
+    fleet.create_groups([("t1", "billing", "0")])
+    before = current_version(fleet)
+
+    with pytest.raises(ReplyError) as raised:
+        fleet.deliver_many([("t1", "billing", "w"), ("t2", "billing", "w")])
+
+    assert str(raised.value) == ("NOGROUP No such key 't2' or consumer group 'billing' in XREADGROUP with GROUP option")
+    assert current_version(fleet) == before

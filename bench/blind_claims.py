@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.session import build_session
@@ -97,21 +97,19 @@ def append_intent(spark: SparkSession, log_path: str, entry: int, owner: str, no
     )
 
 
+def _intents(spark: SparkSession, log_path: str, entries: Sequence[int] | None = None) -> DataFrame:
+    """Each entry's intents (owner, cutoff, delivery time, position, commit version) as one list."""
+    log = spark.read.format("delta").load(log_path)
+    if entries is not None:
+        log = log.where(F.col("entry").isin(list(entries)))
+    version = F.col("_metadata.row_commit_version").alias("version")
+    intent = F.struct("owner", "cutoff", "delivery_time_ms", "pos", version).alias("intent")
+    return log.select("entry", intent).groupBy("entry").agg(F.collect_list("intent").alias("intents"))
+
+
 def resolved(spark: SparkSession, pel_path: str, log_path: str, entries: Sequence[int]) -> dict[int, Any]:
     """Who owns ``entries`` now: the folded rows with every later intent applied in commit order."""
-    intents = (
-        spark.read.format("delta")
-        .load(log_path)
-        .where(F.col("entry").isin(list(entries)))
-        .select(
-            "entry",
-            F.struct(
-                "owner", "cutoff", "delivery_time_ms", "pos", F.col("_metadata.row_commit_version").alias("version")
-            ).alias("intent"),
-        )
-        .groupBy("entry")
-        .agg(F.collect_list("intent").alias("intents"))
-    )
+    intents = _intents(spark, log_path, entries)
     pel = spark.read.format("delta").load(pel_path).where(F.col("entry").isin(list(entries)))
     rows = (
         pel.join(intents, "entry", "left")
@@ -128,19 +126,12 @@ def resolved(spark: SparkSession, pel_path: str, log_path: str, entries: Sequenc
 
 
 def fold(spark: SparkSession, pel_path: str, log_path: str) -> None:
-    """Writes every resolved claim back into the PEL (one MERGE) and empties the log (one DELETE)."""
-    intents = (
-        spark.read.format("delta")
-        .load(log_path)
-        .select(
-            "entry",
-            F.struct(
-                "owner", "cutoff", "delivery_time_ms", "pos", F.col("_metadata.row_commit_version").alias("version")
-            ).alias("intent"),
-        )
-        .groupBy("entry")
-        .agg(F.collect_list("intent").alias("intents"))
-    )
+    """Writes every resolved claim back into the PEL (one MERGE).
+
+    A real fold would also record the log version it folded up to, so that reads apply only later
+    intents; re-applying folded intents is harmless here (their cutoffs precede the winners' times).
+    """
+    intents = _intents(spark, log_path)
     current = spark.read.format("delta").load(pel_path).join(intents, "entry")
     winners = current.select("group_name", "entry", F.expr(RESOLVE).alias("now")).select("group_name", "entry", "now.*")
     (

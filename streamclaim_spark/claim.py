@@ -102,7 +102,6 @@ class ClaimResult:
 
     key: str
     group: str
-    txn: str
     claimed: list[tuple[StreamId, Entry | None]]
     deleted: list[StreamId]
     cursor: StreamId = ZERO_ID
@@ -191,7 +190,7 @@ def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
         seen[entry_id] += 1
         if seen[entry_id] <= expected_steps.get(entry_id, 0):
             claimed.append((entry_id, None if request.just_id else live[entry_id]))
-    return ClaimResult(key, group_name, ctx.txn, claimed, [])
+    return ClaimResult(key, group_name, claimed, [])
 
 
 @dataclass(frozen=True)
@@ -236,7 +235,7 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
     # Heads, the claiming consumer and the PEL scan in one query; the entries by ID in a second.
     ctx.snapshot.prefetch(Need(key, (group_name,), request.consumer, pending_scan=scan))
     group = group_or_nogroup(ctx, key, group_name)
-    scanned = _scan_pel(ctx, key, group_name, request.start, attempts + 1)
+    scanned = _scan_pel(ctx, key, group_name, scan)
     cutoff = ctx.now - request.min_idle if request.min_idle else None
     remaining = request.count
     examined = 0
@@ -270,17 +269,15 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
         if claimed:
             _touch_consumer(ctx, group, request.consumer)
         put_group(ctx, group, group)
-    return ClaimResult(key, group_name, ctx.txn, claimed, deleted, cursor)
+    return ClaimResult(key, group_name, claimed, deleted, cursor)
 
 
-def _scan_pel(
-    ctx: Context, key: str, group: str, start: StreamId, limit: int
-) -> list[tuple[StreamId, int, Entry | None]]:
-    """The group's first ``limit`` PEL entries from ``start``, each with its stream entry (None: deleted).
+def _scan_pel(ctx: Context, key: str, group: str, scan: Scan) -> list[tuple[StreamId, int, Entry | None]]:
+    """The PEL entries ``scan`` names, in ID order, each with its stream entry (None: deleted).
 
     The PEL rows come from the command's prefetch; the entries are then looked up by the scanned IDs,
     whose range lets Delta skip every entry file outside it (a join would scan the whole stream).
     """
-    pel = ctx.snapshot.pending(key, group, start, MAX_ID, limit)
+    pel = ctx.snapshot.pending(key, group, scan.low, scan.high, scan.limit)
     live = ctx.snapshot.entries_by_id(key, [nack.id for nack in pel])
     return [(nack.id, nack.delivery_time, live.get(nack.id)) for nack in pel]

@@ -18,6 +18,8 @@ HEAD_KINDS = (KIND_STREAM, KIND_GROUP)
 
 # Column names of the state table.
 PARTITION_ID = "partition_id"
+# The Delta partition column: a few leading characters of partition_id (schema.bucket_of).
+BUCKET = "bucket"
 ROW_KIND = "row_kind"
 STREAM = "stream"
 GROUP = "group_name"

@@ -23,7 +23,7 @@ from streamclaim_spark import claim as claims
 from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
-from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.transaction import (
     CLAIM_CUTOFF,
@@ -130,9 +130,7 @@ def _candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection
     partitions = [group_partition(g.key, g.name) for g in groups]
     cutoff = ctx.now - selection.min_idle_ms
     pel = ctx.snapshot.frame().where(
-        F.col(C.PARTITION_ID).isin(partitions)
-        & (F.col(C.ROW_KIND) == C.KIND_PENDING)
-        & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
+        in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
     )
     if selection.owners is not None:
         pel = pel.where(F.col(C.OWNER).isin(list(selection.owners)))
@@ -145,7 +143,7 @@ def _candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection
     streams = sorted({g.key for g in groups})
     entries = (
         ctx.snapshot.frame()
-        .where(F.col(C.PARTITION_ID).isin([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
+        .where(in_partitions([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
         .select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias("_fields"))
     )
     joined = pel.drop(C.FIELDS).join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
@@ -181,9 +179,7 @@ def _claim_source(candidates: DataFrame, ctx: Context, cutoff: int, just_id: boo
 
 def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> DataFrame:
     """The PEL rows a commit wrote (its ``txn``), with each entry's ID as text and its fields."""
-    pel = table.where(
-        F.col(C.PARTITION_ID).isin(list(partitions)) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.TXN) == txn)
-    )
+    pel = table.where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.TXN) == txn))
     entries = table.where(F.col(C.ROW_KIND) == C.KIND_ENTRY).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
     return pending_with_fields(pel, entries, [C.STREAM, C.ID_MS, C.ID_SEQ])
 

@@ -25,7 +25,7 @@ from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError,
 from streamclaim_spark.ids import MAX_ID, StreamId, parse_id, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
-from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, stream_partition
+from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Need, id_at_least, id_text, stored_id
 from streamclaim_spark.transaction import json_frame, source_frame, source_frame_for_deletes
 
@@ -423,7 +423,7 @@ def deliver_many(
         entries = (
             ctx.snapshot.frame()
             .where(
-                F.col(C.PARTITION_ID).isin([stream_partition(key) for key in streams])
+                in_partitions([stream_partition(key) for key in streams])
                 & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
                 & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
             )

@@ -1,14 +1,24 @@
-"""The state table's schema and partition identifiers.
+"""The state table's schema, partition identifiers and buckets.
 
 One Delta table holds every row of every stream: stream heads, entries, group heads, consumers and
-pending entries (the PEL). A stream's head and entries share one partition; each consumer group has a
-partition of its own, so commands on different groups or streams never conflict in Delta's checks.
+pending entries (the PEL). A stream's head and entries share one logical partition (``partition_id``);
+each consumer group has one of its own, whose head row serialises the group's commands.
+
+On disk the table is partitioned by ``bucket``, the first ``BUCKET_HEX_CHARS`` hex digits of the
+partition's digest (with its kind letter): 16 stream buckets and 16 group buckets, whatever the number
+of streams and groups. One directory per group made a fleet of 10,000 groups 20,000 directories of tiny
+files, and a recovery commit over all of them wrote 20,000 files (docs/DESIGN.md, "Layout"). Commands
+on different groups of one bucket can now conflict in Delta's partition-level check; they re-run, as
+after any lost race.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     LongType,
@@ -55,8 +65,12 @@ STATE_SCHEMA = StructType(
         StructField(C.GROUP_NAMES, ArrayType(StringType())),  # stream head
         StructField(C.VERSION, LongType()),  # head rows: bumped by every write to the partition
         StructField(C.TXN, StringType()),  # token of the command that last wrote the row
+        StructField(C.BUCKET, StringType(), nullable=False),  # Delta partition: bucket_of(partition_id)
     ]
 )
+
+# Hex digits of a partition's digest that make its bucket: 16 buckets per kind (stream, group).
+BUCKET_HEX_CHARS = 1
 
 COLUMN_NAMES = tuple(field.name for field in STATE_SCHEMA.fields)
 
@@ -79,3 +93,24 @@ def group_partition(stream: str, group: str) -> str:
 
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:24]
+
+
+def bucket_of(partition_id: str) -> str:
+    """The Delta partition (bucket) that holds ``partition_id``'s rows: its kind letter and first digit(s)."""
+    return partition_id[: 1 + BUCKET_HEX_CHARS]
+
+
+def bucket_column(partition_id: Column) -> Column:
+    """``bucket_of`` as a Spark expression."""
+    return F.substring(partition_id, 1, 1 + BUCKET_HEX_CHARS)
+
+
+def in_partitions(partitions: str | Iterable[str], table: str = "") -> Column:
+    """Rows of the given logical partition(s), with the bucket filter that lets Delta prune directories."""
+    wanted = [partitions] if isinstance(partitions, str) else sorted(set(partitions))
+    prefix = f"{table}." if table else ""
+    buckets = sorted({bucket_of(p) for p in wanted})
+    bucket, partition = F.col(prefix + C.BUCKET), F.col(prefix + C.PARTITION_ID)
+    if len(wanted) == 1:
+        return (bucket == buckets[0]) & (partition == wanted[0])
+    return bucket.isin(buckets) & partition.isin(wanted)

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import STORED_OFFSET, StreamId, from_stored, to_stored
 from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry, StreamMeta
-from streamclaim_spark.schema import COLUMN_NAMES, group_partition, stream_partition
+from streamclaim_spark.schema import COLUMN_NAMES, group_partition, in_partitions, stream_partition
 
 
 def _id_columns(table: str) -> tuple[Column, Column]:
@@ -157,7 +157,7 @@ class Snapshot:
         return self._table
 
     def partition(self, partition_id: str, kind: str) -> DataFrame:
-        return self._table.where((F.col(C.PARTITION_ID) == partition_id) & (F.col(C.ROW_KIND) == kind))
+        return self._table.where(in_partitions(partition_id) & (F.col(C.ROW_KIND) == kind))
 
     # --- one query for all of a command's reads ---------------------------------------------------
 
@@ -236,9 +236,7 @@ class Snapshot:
         if not wanted:
             return None
         keys = sorted({need.key for need in needs})
-        frame = self._table.where(
-            F.col(C.PARTITION_ID).isin(sorted(partitions)) & F.col(C.STREAM).isin(keys) & _any(wanted)
-        )
+        frame = self._table.where(in_partitions(partitions) & F.col(C.STREAM).isin(keys) & _any(wanted))
         if scan is not None:
             (_, _, _, range_scan), in_range = scan
             ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]
@@ -468,7 +466,7 @@ class Snapshot:
         if heads:
             wanted = wanted | _kind_in(stream_part, C.KIND_STREAM) | _kind_in(group_part, C.KIND_GROUP)
         rows = (
-            self._table.where(F.col(C.PARTITION_ID).isin(stream_part, group_part) & (F.col(C.STREAM) == key) & wanted)
+            self._table.where(in_partitions([stream_part, group_part]) & (F.col(C.STREAM) == key) & wanted)
             .groupBy(C.ROW_KIND, C.OWNER)
             .agg(
                 F.count(F.lit(1)).alias("n"),
@@ -500,9 +498,7 @@ class Snapshot:
             return {}
         partitions = [group_partition(key, g) for g in groups]
         rows = (
-            self._table.where(
-                F.col(C.PARTITION_ID).isin(partitions) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING)
-            )
+            self._table.where(in_partitions(partitions) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING))
             .groupBy(C.GROUP, C.ROW_KIND)
             .count()
             .collect()
@@ -528,9 +524,7 @@ class Snapshot:
 
 def _kind_in(partitions: str | Sequence[str], kind: str) -> Column:
     """Rows of ``kind`` in the given partition(s); the kind is what Delta's statistics skip files by."""
-    part = F.col(C.PARTITION_ID)
-    in_partitions = part == partitions if isinstance(partitions, str) else part.isin(list(partitions))
-    return in_partitions & (F.col(C.ROW_KIND) == kind)
+    return in_partitions(partitions) & (F.col(C.ROW_KIND) == kind)
 
 
 def _scan_filter(scan: Scan) -> Column:

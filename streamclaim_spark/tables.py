@@ -6,10 +6,11 @@ import time
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA
+from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
 from streamclaim_spark.transaction import is_lost_race
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
@@ -19,9 +20,13 @@ STATE_TABLE_PROPERTIES = {
     "delta.enableDeletionVectors": "false",
     # Each command commits a few small files; compaction after commits keeps reads fast.
     "delta.autoOptimize.autoCompact": "true",
-    # Statistics only on the columns commands filter on: IDs, kinds, names, delivery times.
+    # Statistics only on the columns commands filter on: partitions (many share a bucket), IDs, kinds,
+    # names, delivery times.
     "delta.dataSkippingStatsColumns": ",".join(
-        [C.ROW_KIND, C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, C.CONSUMER, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT]
+        [
+            *(C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ),
+            *(C.CONSUMER, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT),
+        ]
     ),
 }
 
@@ -37,7 +42,43 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
     conflict (or the other's table) and simply uses the table that won.
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
-    return _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.PARTITION_ID)
+    _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.BUCKET)
+    if C.BUCKET not in DeltaTable.forPath(spark, path).toDF().columns:
+        raise StoreLayoutError(
+            f"the store at {store_path} has the layout from before buckets (one Delta partition per stream "
+            "and per group); stop every writer and run streamclaim_spark.tables.upgrade_layout(spark, "
+            f"{store_path!r}) once, then open it again"
+        )
+    return path
+
+
+class StoreLayoutError(RuntimeError):
+    """Raised when a store's state table has an older layout than this version reads and writes."""
+
+
+def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
+    """Rewrites a store made before buckets into the bucketed layout, in one commit; False if it has it.
+
+    Every row keeps its values; the table gains the ``bucket`` column and is partitioned by it. The
+    overwrite is one Delta commit, so readers see the old or the new table, never a mix; writers that
+    commit meanwhile make it fail (run it again), or are lost if they started before it — stop them first.
+    """
+    path = table_path(store_path, C.STATE_TABLE_DIR)
+    table = spark.read.format("delta").load(path)
+    if C.BUCKET in table.columns:
+        return False
+    rows = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID))).select(*STATE_SCHEMA.names)
+    (
+        rows.repartition(C.BUCKET)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("overwriteSchema", "true")
+        .partitionBy(C.BUCKET)
+        .save(path)
+    )
+    settings = ", ".join(f"'{key}' = '{value}'" for key, value in STATE_TABLE_PROPERTIES.items())
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+    return True
 
 
 # --- the recovery job's companion tables ---------------------------------------------------------------

@@ -37,7 +37,7 @@ from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, Str
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
-from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA
+from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, bucket_of
 from streamclaim_spark.snapshot import id_between
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,8 @@ SOURCE_SCHEMA = StructType(
     ]
 )
 _CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST_ID, CLAIM_FORCE)
-_VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS)
+# A row never moves: its partition (hence its bucket) is part of its key.
+_VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS and name != C.BUCKET)
 _RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
 
 
@@ -247,12 +248,16 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         frames.insert(0, local_source(spark, source_rows(plan.writes)))
     source = frames[0]
     for frame in frames[1:]:
-        source = source.unionByName(frame)
+        source = source.unionByName(frame, allowMissingColumns=True)
+    # Every row's bucket follows from its partition, whoever built the row.
+    source = source.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
     partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
-    # The partition literals let Delta's conflict check see that commands on other partitions
-    # (other streams, other groups) cannot interfere with this one.
+    buckets = ", ".join(f"'{bucket}'" for bucket in sorted({bucket_of(p) for p in plan.partitions}))
+    # The bucket literals let Delta prune directories and see, in its conflict check, that commands on
+    # other buckets cannot interfere with this one; the partition literals let it skip files by statistics.
     on = (
-        f"t.{C.PARTITION_ID} IN ({partitions}) AND t.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
+        f"t.{C.BUCKET} IN ({buckets}) AND t.{C.PARTITION_ID} IN ({partitions}) "
+        f"AND t.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
         f"AND t.{C.ROW_KIND} = s.{C.ROW_KIND} AND t.{C.ID_MS} <=> s.{C.ID_MS} "
         f"AND t.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND t.{C.CONSUMER} <=> s.{C.CONSUMER}"
     )
@@ -362,3 +367,28 @@ def latest_version(spark: SparkSession, table_path: str) -> int:
         False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
     )
     return int(snapshot.version())
+
+
+def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[str, int]:
+    """The operation metrics Delta wrote into commit ``version`` (e.g. a MERGE's numTargetRowsDeleted).
+
+    Read from the commit's own log file through Hadoop's file system (no Spark job), so a caller can
+    check what a commit did, not only what it decided before committing.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    path = jvm.org.apache.hadoop.fs.Path(f"{table_path}/_delta_log/{version:020d}.json")
+    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    stream = fs.open(path)
+    try:
+        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
+        line = reader.readLine()
+        while line is not None:
+            action = json.loads(line)
+            if "commitInfo" in action:
+                metrics = action["commitInfo"].get("operationMetrics", {})
+                return {name: int(value) for name, value in metrics.items()}
+            line = reader.readLine()
+    finally:
+        stream.close()
+    return {}

@@ -29,7 +29,7 @@ from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
 from streamclaim_spark.lag import entries_read_reply, lag
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
 from streamclaim_spark.replies import entry_reply, flat_record
-from streamclaim_spark.schema import group_partition
+from streamclaim_spark.schema import group_partition, in_partitions
 from streamclaim_spark.transaction import source_frame_for_deletes
 
 ERR_ENTRIESREAD = "ERR value for ENTRIESREAD must be positive or -1"
@@ -180,7 +180,7 @@ def destroy_group(ctx: Context, meta: StreamMeta, group: GroupMeta) -> None:
     partition = group_partition(meta.key, group.name)
     ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
     rows = ctx.snapshot.frame().where(
-        (F.col(C.PARTITION_ID) == partition) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING)
+        in_partitions(partition) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING)
     )
     ctx.plan.add_frame(source_frame_for_deletes(rows), partition)
     put_stream_head(ctx, meta, replace(meta, groups=tuple(g for g in meta.groups if g != group.name)))

@@ -27,7 +27,7 @@ from streamclaim_spark.model import (
     stream_head_key,
     stream_head_row,
 )
-from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.transaction import source_frame_for_deletes
 
@@ -421,7 +421,7 @@ def delete_stream(ctx: Context, meta: StreamMeta) -> None:
     for group in ctx.snapshot.groups(meta.key):
         ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
         partitions.append(group_partition(meta.key, group.name))
-    rows = ctx.snapshot.frame().where(F.col(C.PARTITION_ID).isin(partitions) & ~F.col(C.ROW_KIND).isin(*C.HEAD_KINDS))
+    rows = ctx.snapshot.frame().where(in_partitions(partitions) & ~F.col(C.ROW_KIND).isin(*C.HEAD_KINDS))
     for partition in partitions:
         ctx.plan.partitions.add(partition)
     ctx.plan.frames.append(source_frame_for_deletes(rows))

@@ -21,7 +21,13 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import ASSIGN_MODES, AppConfig, ConfigError, Key, SparkConfig, load_config
-from streamclaim_spark.recovery import RecoveryFailedError, RecoveryReport, recover_stale
+from streamclaim_spark.recovery import (
+    PARTIAL,
+    RecoveryFailedError,
+    RecoveryReport,
+    RecoverySelectionError,
+    recover_stale,
+)
 from streamclaim_spark.session import DEFAULT_CONF, DELTA_PACKAGE, build_session
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.tables import table_path
@@ -30,6 +36,8 @@ EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_CONFIG = 2
 EXIT_NO_STORE = 3
+# Some groups stayed contended through every claim commit; the others are recovered (docs/RECOVERY.md).
+EXIT_PARTIAL = 4
 CONF_DIR_ENV = "STREAMCLAIM_CONF_DIR"
 PROG = "streamclaim-recover"
 
@@ -199,10 +207,14 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
         store = StreamStore.open(config.store.path, spark=session)
         try:
             report = recover_stale(store, config.recover_stale)
+        except RecoverySelectionError as error:
+            return _fail(EXIT_CONFIG, f"selection error: {error}")
         except RecoveryFailedError as error:
             print_summary(error.report, summary_file)
             return _fail(EXIT_RUN_FAILED, str(error))
         print_summary(report, summary_file)
+        if report.status == PARTIAL:
+            return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
         return EXIT_OK
     finally:
         if owned:

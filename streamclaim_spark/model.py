@@ -139,9 +139,10 @@ class Plan:
         self.writes.append(write)
         self.partitions.add(write.partition)
 
-    def add_frame(self, frame: Any, partition: str) -> None:
+    def add_frame(self, frame: Any, *partitions: str) -> None:
+        """Adds source rows as a DataFrame, with every partition they write (one or many)."""
         self.frames.append(frame)
-        self.partitions.add(partition)
+        self.partitions.update(partitions)
 
     @property
     def empty(self) -> bool:

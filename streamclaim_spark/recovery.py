@@ -1,33 +1,46 @@
 """The recovery run: claim every stale pending entry of the selected groups and dead-letter the poison ones.
 
-For each selected (stream, group), in name order, a run (1) copies the stale entries delivered more than
-``max_deliveries`` times to the ``dead_letters`` table, then acknowledges them in the group; (2) claims the
-other stale entries, to one recovery consumer or spread over the group's live consumers; and at the end
-appends one row to ``recovery_runs``. Copy first, acknowledge second: a crash between the two leaves the
-entry pending, so the next run copies it again (a duplicate dead letter) but no entry is ever lost
-(docs/RECOVERY.md). A dry run computes the same numbers and writes nothing.
+A run costs the same few commits whatever the number of groups (docs/RECOVERY.md):
+
+1. **Read** the selected group heads (one query) and classify every pending entry of every selected
+   group in one aggregation: fresh, poison (stale and delivered more than ``max_deliveries`` times),
+   to claim, or to purge (its stream entry was deleted).
+2. **Copy** every poison entry of every group to ``dead_letters`` (one blind append).
+3. **Acknowledge and claim** in one guarded MERGE over all groups: the copied entries that are still
+   exactly as copied leave their PEL, every other stale entry is claimed (to the recovery consumer, or
+   spread over its own group's live consumers), entries of deleted stream entries are purged.
+4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),
+   and append one row to ``recovery_runs``.
+
+Copy first, acknowledge second: a crash between the two leaves the entry pending, so the next run copies
+it again (a duplicate dead letter) but no entry is ever lost. A step-3 commit that loses a race to a
+consumer or another run does not start over for every group: the groups whose heads changed are set
+aside into a later, smaller commit, and after ``MAX_CLAIM_ROUNDS`` commits the ones still contended
+are reported as skipped. A dry run computes step 1's numbers and writes nothing.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
+import time
 import uuid
-from dataclasses import dataclass, replace
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, selected_groups
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.batch_claim import StaleSelection, selected_groups
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import GroupMeta
-from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.schema import STATE_SCHEMA, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
 from streamclaim_spark.tables import (
     RECOVERY_GROUP_SCHEMA,
@@ -36,17 +49,46 @@ from streamclaim_spark.tables import (
     ensure_recovery_runs_table,
     table_path,
 )
-from streamclaim_spark.transaction import run_with_retries, source_frame_for_deletes
+from streamclaim_spark.transaction import (
+    CLAIM_CUTOFF,
+    CLAIM_FORCE,
+    CLAIM_JUST_ID,
+    CLAIM_LIVE,
+    CLAIM_STEPS,
+    OP_CLAIM,
+    OP_DELETE,
+    OP_EXPECT,
+    OP_GUARD,
+    SOURCE_SCHEMA,
+    ConflictRetriesExhaustedError,
+    RetryPolicy,
+    commit_metrics,
+    committed_version,
+    json_frame,
+    run_with_retries,
+)
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
 
-__all__ = ["GroupReport", "RecoveryFailedError", "RecoveryOptions", "RecoveryReport", "recover_stale"]
+__all__ = [
+    "GroupReport",
+    "RecoveryFailedError",
+    "RecoveryOptions",
+    "RecoveryReport",
+    "RecoverySelectionError",
+    "recover_stale",
+]
 
 log = logging.getLogger(__name__)
 
 SUCCEEDED = "succeeded"
+# Some groups were still contended after MAX_CLAIM_ROUNDS claim commits; the others are recovered.
+PARTIAL = "partial"
 FAILED = "failed"
+# Claim commits per run at most: the first over every group, the next over the groups set aside
+# because a consumer or another run changed them while the previous commit was being decided.
+MAX_CLAIM_ROUNDS = 6
 # A failed run's error text is kept in recovery_runs; Java stack traces beyond this are cut.
 _MAX_ERROR_CHARS = 2_000
 _COPY_ID = "_id"
@@ -58,7 +100,9 @@ class GroupReport:
 
     ``scanned`` counts the group's pending entries, ``stale`` those idle at least ``min_idle``.
     ``dead_letters_withdrawn`` counts copies taken back because their entry changed (was acknowledged or
-    claimed by someone else) between the copy and the acknowledgement.
+    claimed by someone else) between the copy and the acknowledgement. ``skipped`` says the group was
+    changed by others during every claim commit of the run (``conflicts_retried`` times) and was left
+    as it was; its copies, if any, were withdrawn.
     """
 
     stream: str
@@ -71,6 +115,7 @@ class GroupReport:
     dead_letters_withdrawn: int = 0
     conflicts_retried: int = 0
     owners: tuple[str, ...] = ()
+    skipped: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -84,6 +129,7 @@ class GroupReport:
             "dead_letters_withdrawn": self.dead_letters_withdrawn,
             "conflicts_retried": self.conflicts_retried,
             "owners": list(self.owners),
+            "skipped": self.skipped,
         }
 
 
@@ -111,7 +157,7 @@ class RecoveryReport:
     def totals(self) -> dict[str, int]:
         """Every per-group number summed over the groups, plus the number of groups."""
         totals = {name: sum(getattr(g, name) for g in self.groups) for name in _TOTALS}
-        return {"groups": len(self.groups), **totals}
+        return {"groups": len(self.groups), **totals, "skipped": sum(g.skipped for g in self.groups)}
 
     def to_json(self) -> dict[str, Any]:
         """The JSON summary the job prints on stdout."""
@@ -168,11 +214,51 @@ class RecoveryFailedError(RuntimeError):
         self.report = report
 
 
-def recover_stale(store: StreamStore, options: RecoveryOptions, *, run_id: str | None = None) -> RecoveryReport:
-    """Runs recovery over every (stream, group) the options select, one group at a time.
+class RecoverySelectionError(ValueError):
+    """Raised before anything is written when the run's stream and group patterns select no group."""
 
-    Each group costs up to three commits (dead-letter copy, acknowledgement, claim), each retried on
-    its own when it loses a race, so one busy group never holds up the others.
+
+# What a run does to one pending entry (the ``_action`` column of a classified PEL).
+FRESH = "fresh"  # idle less than min_idle: left alone
+POISON = "poison"  # stale and delivered more than max_deliveries times: to dead-letter
+ACK = "ack"  # copied to dead_letters by this run and still exactly as copied: acknowledged
+CLAIM = "claim"  # stale, its stream entry exists: claimed
+PURGE = "purge"  # stale, its stream entry was deleted: leaves the PEL, as XAUTOCLAIM does
+_ACTION = "_action"
+_NEW_OWNER = "_new_owner"
+_OWNERS = "_owners"
+_COPIED = "_copied"
+_ENTRY_FIELDS = "_entry_fields"
+_COPY_COLUMNS = [C.STREAM, C.GROUP, _COPY_ID, C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS]
+_PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
+
+Pair = tuple[str, str]
+
+
+@dataclass
+class _Tally:
+    """One group's pending entries counted by action, and the consumers its claims went to."""
+
+    actions: Counter[str] = field(default_factory=Counter)
+    owners: set[str] = field(default_factory=set)
+
+    @property
+    def changes(self) -> int:
+        """Rows the claim commit writes for this group (acknowledged, claimed, purged)."""
+        return self.actions[ACK] + self.actions[CLAIM] + self.actions[PURGE]
+
+
+@dataclass
+class _Round:
+    """What one committed claim round decided and where: per-group tallies, read and commit versions."""
+
+    tallies: dict[Pair, _Tally]
+    read_version: int
+    version: int | None
+
+
+def recover_stale(store: StreamStore, options: RecoveryOptions, *, run_id: str | None = None) -> RecoveryReport:
+    """Runs recovery over every (stream, group) the options select, in a constant number of commits.
 
     Args:
         store: The store.
@@ -180,53 +266,79 @@ def recover_stale(store: StreamStore, options: RecoveryOptions, *, run_id: str |
         run_id: Identifier written to ``recovery_runs`` and ``dead_letters`` (default a random UUID).
 
     Returns:
-        The run's report; it is also in ``recovery_runs`` unless ``options.dry_run``.
+        The run's report; it is also in ``recovery_runs`` unless ``options.dry_run``. Its status is
+        ``partial`` when some groups stayed contended through every claim commit (they are skipped).
 
     Raises:
-        RecoveryFailedError: A group failed; groups before it stay recovered, and (unless a dry run)
-            the failed run is recorded with its error.
+        RecoverySelectionError: No group matches the patterns (nothing is written).
+        RecoveryFailedError: The run stopped on an error; (unless a dry run) the failed run is recorded
+            with its error and the groups whose claim commit had landed.
     """
     run_id = run_id or uuid.uuid4().hex
     started = store.clock()
     action = "dry run" if options.dry_run else "run"
-    reports: list[GroupReport] = []
     report = RecoveryReport(run_id, store.path, options, started, started)
+    done: dict[Pair, GroupReport] = {}
     try:
         groups = select_groups(store, options)
         log.info(
-            "recovery %s %s on %s: %d group(s) match streams=%s groups=%s",
+            "recovery %s %s on %s: selection read, %d group(s) on %d stream(s) match streams=%s groups=%s",
             action,
             run_id,
             store.path,
             len(groups),
+            len({g.key for g in groups}),
             list(options.streams),
             list(options.groups),
         )
-        for position, group in enumerate(groups, start=1):
-            reports.append(_recover_group(store, group, options, run_id))
-            log.info("[%d/%d] %s", position, len(groups), describe(reports[-1], options))
+        _recover(store, options, run_id, [(g.key, g.name) for g in groups], done)
+    except RecoverySelectionError:
+        raise
     except Exception as error:
         message = f"{type(error).__name__}: {error}"[:_MAX_ERROR_CHARS]
-        failed = replace(report, ended_at_ms=store.clock(), groups=tuple(reports), status=FAILED, error=message)
-        log.error("recovery %s %s failed after %d group(s): %s", action, run_id, len(reports), message)
+        failed = replace(report, ended_at_ms=store.clock(), groups=_ordered(done), status=FAILED, error=message)
+        log.error("recovery %s %s failed after %d group(s): %s", action, run_id, len(done), message)
         if not options.dry_run:
             try:
                 failed = _record(store, failed)
             except Exception:
                 log.exception("could not record failed run %s in recovery_runs", run_id)
         raise RecoveryFailedError(failed) from error
-    report = replace(report, ended_at_ms=store.clock(), groups=tuple(reports))
+    reports = _ordered(done)
+    skipped = [g for g in reports if g.skipped]
+    report = replace(report, ended_at_ms=store.clock(), groups=reports)
+    if skipped:
+        names = ", ".join(f"{g.stream}/{g.group}" for g in skipped[:10])
+        report = replace(
+            report,
+            status=PARTIAL,
+            error=f"{len(skipped)} group(s) skipped: changed by others during each of {MAX_CLAIM_ROUNDS} claim "
+            f"commits; run again to recover them: {names}"[:_MAX_ERROR_CHARS],
+        )
+    for group in reports:
+        log.info("%s", describe(group, options))
     if not options.dry_run:
         report = _record(store, report)
-    log.info("recovery %s %s done: %s", action, run_id, report.totals)
+    log.info("recovery %s %s done (%s): %s", action, run_id, report.status, report.totals)
     return report
 
 
 def select_groups(store: StreamStore, options: RecoveryOptions) -> list[GroupMeta]:
-    """The consumer groups whose stream and group names match the options, in bytewise name order."""
+    """The consumer groups whose stream and group names match the options, in bytewise name order.
+
+    Raises RecoverySelectionError when none does: a pattern that matches nothing is a mistake a
+    scheduled job should report, not a run that silently does nothing.
+    """
     selection = StaleSelection(options.min_idle_ms, streams=options.streams, groups=options.groups)
     context = Context(store.snapshot(), now=store.clock(), txn="")
     groups = selected_groups(context, selection)
+    if not groups:
+        streams = context.snapshot.all_streams()
+        raise RecoverySelectionError(
+            f"streams={list(options.streams)} groups={list(options.groups)}: no consumer group matches "
+            f"(the store has {sum(len(s.groups) for s in streams)} group(s) on {len(streams)} stream(s)); "
+            "fix the patterns (--streams/--groups, jobs.recover_stale.streams/groups)"
+        )
     return sorted(groups, key=lambda g: (by_bytes(g.key), by_bytes(g.name)))
 
 
@@ -243,167 +355,461 @@ def describe(report: GroupReport, options: RecoveryOptions) -> str:
     if report.dead_letters_withdrawn:
         parts.append(f"{report.dead_letters_withdrawn} dead letter(s) withdrawn")
     parts.append(f"{report.conflicts_retried} conflict(s) retried")
+    if report.skipped:
+        parts.append("SKIPPED (still contended)")
     return "; ".join(parts)
 
 
-def _recover_group(store: StreamStore, group: GroupMeta, options: RecoveryOptions, run_id: str) -> GroupReport:
-    """Scans one group, dead-letters its poison entries, then claims its other stale entries."""
-    key, name = group.key, group.name
-    snapshot = store.snapshot()
+def _ordered(done: dict[Pair, GroupReport]) -> tuple[GroupReport, ...]:
+    return tuple(done[pair] for pair in sorted(done, key=lambda p: (by_bytes(p[0]), by_bytes(p[1]))))
+
+
+def _recover(
+    store: StreamStore, options: RecoveryOptions, run_id: str, pairs: list[Pair], done: dict[Pair, GroupReport]
+) -> None:
+    """Steps 1–4 of the module docstring; fills ``done`` with each group's report as its commit lands."""
     now = store.clock()
-    is_stale = F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms)
-    is_poison = is_stale & (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries))
-    if not options.dead_letter:
-        is_poison = F.lit(False)
-    stats = (
-        snapshot.pending_frame(key, name)
-        .agg(
-            F.count(F.lit(1)).alias("scanned"),
-            F.count(F.when(is_stale, True)).alias("stale"),
-            F.count(F.when(is_poison, True)).alias("poison"),
-        )
-        .first()
+    snapshot = store.snapshot()
+    owners_frame, owners = _live_owners(snapshot, pairs, options, now)
+    classified = _classify(snapshot, pairs, options, now, owners_frame, copies=None)
+    first = _tally(classified)
+    totals: Counter[str] = sum((t.actions for t in first.values()), Counter())
+    log.info(
+        "scanned %d pending entries of %d group(s): %d stale (%d to dead-letter, %d to claim, %d to purge)",
+        sum(totals.values()),
+        len(pairs),
+        sum(totals.values()) - totals[FRESH],
+        totals[POISON],
+        totals[CLAIM],
+        totals[PURGE],
     )
-    assert stats is not None
-    report = GroupReport(key, name, scanned=stats["scanned"], stale=stats["stale"])
-    poison = int(stats["poison"])
-    if poison and options.dry_run:
-        report = replace(report, dead_lettered=poison)
-    elif poison:
-        _copy_dead_letters(store, snapshot, group, is_poison, now, run_id)
-        acknowledged, withdrawn, attempts = _acknowledge_dead_letters(store, group, run_id, poison)
-        report = replace(
-            report,
-            dead_lettered=acknowledged,
-            dead_letters_withdrawn=withdrawn,
-            conflicts_retried=report.conflicts_retried + attempts - 1,
+    _warn_without_live_consumers(first, owners, options)
+    for pair in pairs:
+        tally = first.get(pair, _Tally())
+        done[pair] = _group_report(pair, tally, options, owners, dead_lettered=tally.actions[POISON])
+    if options.dry_run:
+        return
+    # Groups with nothing stale keep their scan's report and stay out of the claim commit.
+    to_claim = [pair for pair in pairs if pair in first and first[pair].changes + first[pair].actions[POISON]]
+    copied = {pair: tally.actions[POISON] for pair, tally in first.items() if tally.actions[POISON]}
+    copies: DataFrame | None = None
+    if copied:
+        version = _copy_dead_letters(store, classified, now, run_id)
+        log.info(
+            "dead letters copied: %d entries of %d group(s) (dead_letters version %d)",
+            sum(copied.values()),
+            len(copied),
+            version,
         )
-    if report.scanned <= poison:
-        return report
-    owners = _owners(snapshot, group, options, now)
-    selection = StaleSelection(
-        options.min_idle_ms,
-        streams=(glob.escape(key),),
-        groups=(glob.escape(name),),
-        max_deliveries=options.max_deliveries if options.dead_letter else None,
+        copies = _run_copies(store, run_id)
+    withdrawals = _claim_rounds(store, options, to_claim, owners_frame, owners, copies, copied, done)
+    if copies is not None and withdrawals:
+        _withdraw_copies(store, run_id, withdrawals)
+
+
+def _claim_rounds(
+    store: StreamStore,
+    options: RecoveryOptions,
+    pairs: list[Pair],
+    owners_frame: DataFrame | None,
+    owners: dict[Pair, tuple[str, ...]],
+    copies: DataFrame | None,
+    copied: dict[Pair, int],
+    done: dict[Pair, GroupReport],
+) -> list[DataFrame]:
+    """Step 3 in at most MAX_CLAIM_ROUNDS commits; returns frames of the copies to withdraw."""
+    remaining, deferred = list(pairs), list[Pair]()
+    lost: Counter[Pair] = Counter()
+    withdrawals: list[DataFrame] = []
+    one_attempt = RetryPolicy(max_attempts=1)
+    for round_number in range(1, MAX_CLAIM_ROUNDS + 1):
+        if not remaining:
+            remaining, deferred = deferred, []
+        if not remaining:
+            break
+        seen: dict[Pair, int] = {}
+        batch = list(remaining)
+
+        def decide(ctx: Context, batch: list[Pair] = batch, seen: dict[Pair, int] = seen) -> _Round:
+            return _decide_round(ctx, batch, options, owners_frame, copies, seen)
+
+        try:
+            outcome = store.runner.transact("RECOVER", decide, one_attempt)
+        except ConflictRetriesExhaustedError as error:
+            changed = _changed_groups(store, remaining, seen)
+            lost.update(changed or remaining)
+            log.warning(
+                "claim commit %d over %d group(s) lost a race (%s); %d group(s) changed meanwhile%s",
+                round_number,
+                len(remaining),
+                type(error.__cause__).__name__,
+                len(changed),
+                ", set aside for a later commit" if 0 < len(changed) < len(remaining) else "",
+            )
+            if 0 < len(changed) < len(remaining):
+                deferred.extend(changed)
+                remaining = [pair for pair in remaining if pair not in set(changed)]
+            else:
+                time.sleep(store.retry_policy.delay(round_number))
+            continue
+        _check_commit(store, outcome)
+        acked = 0
+        for pair in remaining:
+            tally = outcome.tallies.get(pair, _Tally())
+            acked += tally.actions[ACK]
+            withdrawn = copied.get(pair, 0) - tally.actions[ACK]
+            done[pair] = replace(
+                _group_report(pair, tally, options, owners, dead_lettered=tally.actions[ACK]),
+                dead_letters_withdrawn=withdrawn,
+                conflicts_retried=lost[pair],
+            )
+        unmatched = [pair for pair in remaining if done[pair].dead_letters_withdrawn]
+        if copies is not None and unmatched:
+            withdrawals.append(_unmatched_copies(store, copies, unmatched, outcome.read_version))
+        totals = sum((t.actions for t in outcome.tallies.values()), Counter())
+        log.info(
+            "claim committed (state version %s, commit %d of at most %d): %d group(s), %d dead letter(s) "
+            "acknowledged, %d claimed, %d purged",
+            outcome.version,
+            round_number,
+            MAX_CLAIM_ROUNDS,
+            len(remaining),
+            acked,
+            totals[CLAIM],
+            totals[PURGE],
+        )
+        remaining = []
+    for pair in remaining + deferred:
+        done[pair] = replace(
+            done[pair],
+            claimed=0,
+            purged=0,
+            dead_lettered=0,
+            dead_letters_withdrawn=copied.get(pair, 0),
+            conflicts_retried=lost[pair],
+            owners=(),
+            skipped=True,
+        )
+        if copies is not None and copied.get(pair):
+            withdrawals.append(_pairs_only(store.session(), copies, [pair]))
+    return withdrawals
+
+
+def _decide_round(
+    ctx: Context,
+    pairs: list[Pair],
+    options: RecoveryOptions,
+    owners_frame: DataFrame | None,
+    copies: DataFrame | None,
+    seen: dict[Pair, int],
+) -> _Round:
+    """Classifies the groups' PELs on the context's snapshot and plans the one MERGE that applies it."""
+    read_version = ctx.snapshot.version
+    assert read_version is not None, "a transaction's snapshot is pinned to a version"
+    ctx.snapshot.all_streams()
+    present = []
+    for pair in pairs:
+        head = ctx.snapshot.group(*pair)
+        if head is not None:
+            seen[pair] = head.version
+            present.append(pair)
+    if not present:
+        return _Round({}, read_version, None)
+    classified = _classify(ctx.snapshot, present, options, ctx.now, owners_frame, copies)
+    tallies = _tally(classified)
+    changed = [pair for pair in present if tallies.get(pair, _Tally()).changes]
+    if changed:
+        partitions = [group_partition(*pair) for pair in changed]
+        source = (
+            _pending_source(classified, ctx, ctx.now - options.min_idle_ms)
+            .unionByName(_head_source(ctx.snapshot, partitions, ctx.txn))
+            .unionByName(_consumer_source(classified, ctx))
+        )
+        ctx.plan.add_frame(source, *partitions)
+    return _Round(tallies, read_version, None)
+
+
+def _check_commit(store: StreamStore, outcome: _Round) -> None:
+    """Sets the round's commit version and checks the commit's MERGE metrics against its decision.
+
+    The group-head guard makes the MERGE apply exactly what was decided on the snapshot; this check
+    makes a disagreement (a bug, not a race) fail the run loudly instead of reporting wrong numbers.
+    """
+    outcome.version = store.runner.last_commit_version
+    if outcome.version is None:
+        return
+    metrics = commit_metrics(store.session(), store.state_path, outcome.version)
+    tallies = outcome.tallies.values()
+    deleted = sum(t.actions[ACK] + t.actions[PURGE] for t in tallies)
+    # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
+    written = sum(t.actions[CLAIM] + (1 if t.changes else 0) + len(t.owners) for t in tallies)
+    committed = (
+        metrics.get("numTargetRowsDeleted", 0),
+        metrics.get("numTargetRowsUpdated", 0) + metrics.get("numTargetRowsInserted", 0),
     )
-    claim = store.claim_stale(selection, owners, dry_run=options.dry_run)
-    claimed, purged = claim.counts.get((key, name), (0, 0))
-    return replace(
-        report,
+    if committed != (deleted, written):
+        raise RuntimeError(
+            f"claim commit {outcome.version} deleted {committed[0]} and wrote {committed[1]} rows, "
+            f"but the run decided on {deleted} and {written}: the per-group report would be wrong"
+        )
+
+
+def _changed_groups(store: StreamStore, pairs: list[Pair], seen: dict[Pair, int]) -> list[Pair]:
+    """The groups whose head moved since a lost round read it (re-read in one query)."""
+    snapshot = store.snapshot()
+    snapshot.all_streams()
+    changed = []
+    for pair in pairs:
+        head = snapshot.group(*pair)
+        if head is None or head.version != seen.get(pair, head.version):
+            changed.append(pair)
+    return changed
+
+
+def _group_report(
+    pair: Pair, tally: _Tally, options: RecoveryOptions, owners: dict[Pair, tuple[str, ...]], dead_lettered: int
+) -> GroupReport:
+    actions = tally.actions
+    scanned = sum(actions.values())
+    claimed = actions[CLAIM]
+    live = owners.get(pair) if options.assign == "live" else None
+    assigned = live or (options.consumer,)
+    return GroupReport(
+        pair[0],
+        pair[1],
+        scanned=scanned,
+        stale=scanned - actions[FRESH],
         claimed=claimed,
-        purged=purged,
-        owners=tuple(owners) if claimed else (),
-        conflicts_retried=report.conflicts_retried + claim.attempts - 1,
+        purged=actions[PURGE],
+        dead_lettered=dead_lettered if options.dead_letter else 0,
+        owners=assigned if claimed else (),
     )
 
 
-def _owners(snapshot: Snapshot, group: GroupMeta, options: RecoveryOptions, now: int) -> list[str]:
-    """The recovery consumer, or the group's consumers active within the live window (never empty)."""
-    if options.assign == "consumer":
-        return [options.consumer]
-    live = [
-        consumer.name
-        for consumer in snapshot.consumers(group.key, group.name)
-        if consumer.active_time != C.NEVER_ACTIVE
-        and now - consumer.active_time <= options.live_window_ms
-        and consumer.name != options.consumer
-    ]
-    if not live:
+def _warn_without_live_consumers(
+    tallies: dict[Pair, _Tally], owners: dict[Pair, tuple[str, ...]], options: RecoveryOptions
+) -> None:
+    if options.assign != "live":
+        return
+    orphans = sorted(pair for pair, tally in tallies.items() if tally.actions[CLAIM] and not owners.get(pair))
+    if orphans:
         log.warning(
-            "%s/%s: no consumer was active in the last %d ms; claiming to the recovery consumer %r",
-            group.key,
-            group.name,
+            "%d group(s) had no consumer active in the last %d ms; their entries go to the recovery consumer %r: %s",
+            len(orphans),
             options.live_window_ms,
             options.consumer,
+            ", ".join(f"{key}/{group}" for key, group in orphans[:10]) + (" ..." if len(orphans) > 10 else ""),
         )
-        return [options.consumer]
-    return live
 
 
-def _copy_dead_letters(
-    store: StreamStore, snapshot: Snapshot, group: GroupMeta, is_poison: Column, now: int, run_id: str
-) -> None:
-    """Step 1: appends the poison entries, as the snapshot shows them, to ``dead_letters`` (one commit)."""
-    key = group.key
-    pending = snapshot.pending_frame(key, group.name).where(is_poison)
-    entries = snapshot.partition(stream_partition(key), C.KIND_ENTRY).select(C.ID_MS, C.ID_SEQ, C.FIELDS)
-    rows = pending_with_fields(pending, entries, [C.ID_MS, C.ID_SEQ]).select(
-        F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
-    )
-    path = ensure_dead_letter_table(store.session(), store.path)
-    rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(path)
+def _live_owners(
+    snapshot: Snapshot, pairs: list[Pair], options: RecoveryOptions, now: int
+) -> tuple[DataFrame | None, dict[Pair, tuple[str, ...]]]:
+    """Each group's live consumers (active within the live window, the recovery consumer excluded).
 
-
-def _acknowledge_dead_letters(store: StreamStore, group: GroupMeta, run_id: str, copied: int) -> tuple[int, int, int]:
-    """Step 2: acknowledges the entries this run copied, if they are still exactly as copied.
-
-    The entries to delete are read back from ``dead_letters``, so nothing leaves the PEL without a
-    committed copy. An entry acknowledged or claimed by someone else since the copy is left alone and
-    its copy withdrawn. ``copied`` is how many copies step 1 wrote. Returns (acknowledged, withdrawn, attempts).
+    Returns the (stream, group_name, _owners) frame the claim joins, sorted bytewise per group, and the
+    same as a dict for the report; (None, {}) unless ``assign`` is ``live``.
     """
-    key, name = group.key, group.name
-    copies = _run_copies(store, group, run_id).select(
-        F.col("id").alias(_COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
+    if options.assign != "live":
+        return None, {}
+    partitions = [group_partition(*pair) for pair in pairs]
+    consumers = snapshot.frame().where(
+        in_partitions(partitions)
+        & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
+        & (F.col(C.ACTIVE_TIME_MS) != C.NEVER_ACTIVE)
+        & (F.col(C.ACTIVE_TIME_MS) >= now - options.live_window_ms)
+        & (F.col(C.CONSUMER) != options.consumer)
     )
-    last_match: list[DataFrame | None] = [None]
-
-    def decide(ctx: Context) -> int:
-        head = ctx.snapshot.group(key, name)
-        if head is None:
-            last_match[0] = None
-            return 0
-        pending = ctx.snapshot.pending_frame(key, name).withColumn(_COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
-        matched = pending.join(copies, on=[_COPY_ID, C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS], how="left_semi")
-        last_match[0] = matched
-        count = int(matched.count())
-        if count:
-            ctx.plan.add_frame(source_frame_for_deletes(matched), group_partition(key, name))
-            put_group(ctx, head, head)
-        return count
-
-    acknowledged = store.transact("DEAD LETTER ACK", decide)
-    attempts = store.last_attempts
-    withdrawn = copied - acknowledged
-    if withdrawn:
-        _withdraw_copies(store, group, run_id, copies, last_match[0])
-    return acknowledged, withdrawn, attempts
+    frame = consumers.groupBy(C.STREAM, C.GROUP).agg(F.array_sort(F.collect_list(C.CONSUMER)).alias(_OWNERS))
+    owners = {(row[C.STREAM], row[C.GROUP]): tuple(row[_OWNERS]) for row in frame.collect()}
+    return frame, owners
 
 
-def _run_copies(store: StreamStore, group: GroupMeta, run_id: str) -> DataFrame:
-    """This run's dead letters of one group."""
+def _classify(
+    snapshot: Snapshot,
+    pairs: Sequence[Pair],
+    options: RecoveryOptions,
+    now: int,
+    owners: DataFrame | None,
+    copies: DataFrame | None,
+) -> DataFrame:
+    """Every pending row of the groups with its ``_action`` and, for claims, its ``_new_owner``.
+
+    The new owner is the recovery consumer, or one of the group's live consumers picked by a hash of
+    the entry's stream, group and ID (stable: the same entry goes to the same consumer on a re-run).
+    """
+    table = snapshot.frame()
+    streams = sorted({key for key, _ in pairs})
+    pending = table.where(
+        in_partitions([group_partition(*pair) for pair in pairs]) & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+    ).drop(C.FIELDS)
+    entries = table.where(
+        in_partitions([stream_partition(key) for key in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
+    ).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias(_ENTRY_FIELDS))
+    rows = pending.join(entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left").withColumn(_COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
+    copied: Column = F.lit(False)
+    if copies is not None:
+        rows = rows.join(copies.withColumn(_COPIED, F.lit(True)), _COPY_COLUMNS, "left")
+        copied = F.col(_COPIED).isNotNull()
+    stale = F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms)
+    poison = (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries)) if options.dead_letter else F.lit(False)
+    action = (
+        F.when(copied, ACK)
+        .when(~stale, FRESH)
+        .when(poison, POISON)
+        .when(F.col(_ENTRY_FIELDS).isNotNull(), CLAIM)
+        .otherwise(PURGE)
+    )
+    rows = rows.withColumn(_ACTION, action)
+    new_owner: Column = F.lit(options.consumer)
+    if owners is not None:
+        rows = rows.join(F.broadcast(owners), [C.STREAM, C.GROUP], "left")
+        spread = F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.size(_OWNERS)) + 1
+        new_owner = F.coalesce(F.element_at(F.col(_OWNERS), spread.cast("int")), F.lit(options.consumer))
+    return rows.withColumn(_NEW_OWNER, F.when(F.col(_ACTION) == CLAIM, new_owner))
+
+
+def _tally(classified: DataFrame) -> dict[Pair, _Tally]:
+    """Counts the classified rows per group and action, in one aggregation collected to the driver."""
+    tallies: dict[Pair, _Tally] = {}
+    for row in classified.groupBy(C.STREAM, C.GROUP, _ACTION, _NEW_OWNER).count().collect():
+        tally = tallies.setdefault((row[C.STREAM], row[C.GROUP]), _Tally())
+        tally.actions[row[_ACTION]] += row["count"]
+        if row[_NEW_OWNER] is not None:
+            tally.owners.add(row[_NEW_OWNER])
+    return tallies
+
+
+def _state_columns(values: dict[str, Column]) -> list[Column]:
+    """A state-table row's columns: ``values`` where given, null elsewhere, in schema order and types."""
+    return [values.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields]
+
+
+def _operations(**values: Column) -> list[Column]:
+    """The MERGE source's operation columns: ``values`` where given, null (or false) elsewhere."""
+    defaults = {OP_DELETE: F.lit(False), OP_GUARD: F.lit(False), OP_CLAIM: F.lit(False)}
+    names = [n for n in SOURCE_SCHEMA.names if n not in STATE_SCHEMA.names]
+    return [values.get(n, defaults.get(n, F.lit(None))).cast(SOURCE_SCHEMA[n].dataType).alias(n) for n in names]
+
+
+def _pending_source(classified: DataFrame, ctx: Context, cutoff: int) -> DataFrame:
+    """MERGE rows that acknowledge (ACK), purge (PURGE) or claim (CLAIM, under the MERGE's idle condition)."""
+    is_claim = F.col(_ACTION) == CLAIM
+    kept = {name: F.col(name) for name in STATE_SCHEMA.names if name != C.FIELDS}
+    values = {
+        **kept,
+        C.OWNER: F.when(is_claim, F.col(_NEW_OWNER)).otherwise(F.col(C.OWNER)),
+        C.DELIVERY_TIME_MS: F.when(is_claim, F.lit(ctx.now)).otherwise(F.col(C.DELIVERY_TIME_MS)),
+        C.TXN: F.lit(ctx.txn),
+    }
+    return classified.where(F.col(_ACTION).isin(ACK, CLAIM, PURGE)).select(
+        *_state_columns(values),
+        *_operations(
+            **{
+                OP_DELETE: ~is_claim,
+                OP_CLAIM: is_claim,
+                CLAIM_LIVE: F.when(is_claim, F.lit(True)),
+                CLAIM_CUTOFF: F.when(is_claim, F.lit(cutoff)),
+                CLAIM_STEPS: F.when(is_claim, F.lit(1)),
+                CLAIM_JUST_ID: F.when(is_claim, F.lit(False)),
+                CLAIM_FORCE: F.when(is_claim, F.lit(False)),
+            }
+        ),
+    )
+
+
+def _head_source(snapshot: Snapshot, partitions: list[str], txn: str) -> DataFrame:
+    """The changed groups' head rows, version bumped and guarded on the version this round read."""
+    heads = snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_GROUP))
+    values = {name: F.col(name) for name in STATE_SCHEMA.names}
+    values.update({C.VERSION: F.col(C.VERSION) + 1, C.TXN: F.lit(txn)})
+    return heads.select(*_state_columns(values), *_operations(**{OP_GUARD: F.lit(True), OP_EXPECT: F.col(C.VERSION)}))
+
+
+def _consumer_source(classified: DataFrame, ctx: Context) -> DataFrame:
+    """One consumer row per (group, new owner): seen and active now, whether it existed or not."""
+    owners = classified.where(F.col(_ACTION) == CLAIM).select(C.PARTITION_ID, C.STREAM, C.GROUP, _NEW_OWNER).distinct()
+    values = {
+        C.PARTITION_ID: F.col(C.PARTITION_ID),
+        C.ROW_KIND: F.lit(C.KIND_CONSUMER),
+        C.STREAM: F.col(C.STREAM),
+        C.GROUP: F.col(C.GROUP),
+        C.CONSUMER: F.col(_NEW_OWNER),
+        C.SEEN_TIME_MS: F.lit(ctx.now),
+        C.ACTIVE_TIME_MS: F.lit(ctx.now),
+        C.TXN: F.lit(ctx.txn),
+    }
+    return owners.select(*_state_columns(values), *_operations())
+
+
+def _copy_dead_letters(store: StreamStore, classified: DataFrame, now: int, run_id: str) -> int:
+    """Step 2: appends every POISON row, as the snapshot shows it, to ``dead_letters``; returns the version."""
+    rows = classified.where(F.col(_ACTION) == POISON).select(
+        F.lit(run_id).alias("run_id"),
+        F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"),
+        C.STREAM,
+        C.GROUP,
+        F.col(_COPY_ID).alias("id"),
+        C.OWNER,
+        C.DELIVERY_COUNT,
+        C.DELIVERY_TIME_MS,
+        F.col(_ENTRY_FIELDS).alias(C.FIELDS),
+    )
+    session = store.session()
+    path = ensure_dead_letter_table(session, store.path)
+    rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(path)
+    return committed_version(session)
+
+
+def _run_copies(store: StreamStore, run_id: str) -> DataFrame:
+    """This run's dead letters, keyed as ``_classify`` joins them."""
     path = table_path(store.path, C.DEAD_LETTER_TABLE_DIR)
-    return (
-        store.session()
-        .read.format("delta")
-        .load(path)
-        .where((F.col("run_id") == run_id) & (F.col(C.STREAM) == group.key) & (F.col(C.GROUP) == group.name))
+    copies = store.session().read.format("delta").load(path).where(F.col("run_id") == F.lit(run_id))
+    return copies.select(C.STREAM, C.GROUP, F.col("id").alias(_COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS)
+
+
+def _pairs_only(session: SparkSession, frame: DataFrame, pairs: Iterable[Pair]) -> DataFrame:
+    """``frame``'s rows of the given (stream, group) pairs."""
+    wanted = json_frame(session, [{C.STREAM: key, C.GROUP: group} for key, group in pairs], _PAIR_SCHEMA)
+    return frame.join(F.broadcast(wanted), [C.STREAM, C.GROUP], "left_semi")
+
+
+def _unmatched_copies(store: StreamStore, copies: DataFrame, pairs: list[Pair], read_version: int) -> DataFrame:
+    """The groups' copies whose entry the round found changed (acknowledged or claimed by others)."""
+    partitions = [group_partition(*pair) for pair in pairs]
+    pending = (
+        store.runner.table_at(read_version)
+        .where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+        .select(
+            C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias(_COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
+        )
     )
+    return _pairs_only(store.session(), copies, pairs).join(pending, _COPY_COLUMNS, "left_anti")
 
 
-def _withdraw_copies(
-    store: StreamStore, group: GroupMeta, run_id: str, copies: DataFrame, matched: DataFrame | None
-) -> None:
+def _withdraw_copies(store: StreamStore, run_id: str, frames: list[DataFrame]) -> None:
     """Deletes this run's copies of entries it did not acknowledge (they are still, or again, in use)."""
-    unacknowledged = copies if matched is None else copies.join(matched.select(_COPY_ID), _COPY_ID, "left_anti")
-    ids = [row[_COPY_ID] for row in unacknowledged.select(_COPY_ID).distinct().collect()]
+    unmatched = frames[0]
+    for frame in frames[1:]:
+        unmatched = unmatched.unionByName(frame)
+    unmatched = unmatched.select(C.STREAM, C.GROUP, _COPY_ID).distinct()
+    sample = [f"{row[C.STREAM]}/{row[C.GROUP]} {row[_COPY_ID]}" for row in unmatched.limit(10).collect()]
     log.warning(
-        "%s/%s: %d dead-lettered entr(y/ies) changed before the acknowledgement; withdrawing their copies: %s",
-        group.key,
-        group.name,
-        len(ids),
-        ", ".join(ids[:10]),
+        "dead-lettered entries changed before the acknowledgement; withdrawing their copies: %s", ", ".join(sample)
     )
     path = table_path(store.path, C.DEAD_LETTER_TABLE_DIR)
     condition = (
-        (F.col("run_id") == run_id)
-        & (F.col(C.STREAM) == group.key)
-        & (F.col(C.GROUP) == group.name)
-        & F.col("id").isin(ids)
+        (F.col("t.run_id") == F.lit(run_id))
+        & (F.col(f"t.{C.STREAM}") == F.col(f"s.{C.STREAM}"))
+        & (F.col(f"t.{C.GROUP}") == F.col(f"s.{C.GROUP}"))
+        & (F.col("t.id") == F.col(f"s.{_COPY_ID}"))
     )
 
     def delete(_: int) -> None:
-        DeltaTable.forPath(store.session(), path).delete(condition)
+        session = store.session()
+        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"DEAD LETTER WITHDRAW {run_id}")
+        table = DeltaTable.forPath(session, path).alias("t")
+        table.merge(unmatched.alias("s"), condition).whenMatchedDelete().execute()
 
     run_with_retries(delete, store.retry_policy, "DEAD LETTER WITHDRAW")
 

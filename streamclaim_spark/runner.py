@@ -65,8 +65,12 @@ class Runner:
         """The state table as of ``version`` (Delta time travel)."""
         return self.session().read.format("delta").option("versionAsOf", version).load(self.state_path)
 
-    def transact(self, operation: str, decide: Callable[[Context], T]) -> T:
-        """Runs ``decide`` on a fresh snapshot and commits its plan; re-runs it after a lost race."""
+    def transact(self, operation: str, decide: Callable[[Context], T], policy: RetryPolicy | None = None) -> T:
+        """Runs ``decide`` on a fresh snapshot and commits its plan; re-runs it after a lost race.
+
+        ``policy`` overrides the store's retry policy for this command (e.g. one attempt, for a caller
+        that handles a lost race itself).
+        """
         session = self.session()
         self._local.version = None
 
@@ -80,6 +84,6 @@ class Runner:
                 )
             return result
 
-        result, attempts = run_with_retries(attempt, self.retry_policy, operation)
+        result, attempts = run_with_retries(attempt, policy or self.retry_policy, operation)
         self._local.attempts = attempts
         return result

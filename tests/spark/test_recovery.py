@@ -218,11 +218,11 @@ def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry
 ) -> None:
     orders_only = replace(OPTIONS, streams=("orders",))
 
-    def crash(*_: object) -> tuple[int, int, int]:
+    def crash(*_: object) -> list[DataFrame]:
         raise RuntimeError("driver lost")
 
     with monkeypatch.context() as patch:
-        patch.setattr(recovery, "_acknowledge_dead_letters", crash)
+        patch.setattr(recovery, "_claim_rounds", crash)
         with pytest.raises(RecoveryFailedError) as failure:
             recover_stale(store, orders_only, run_id="run-crashed")
 
@@ -248,14 +248,14 @@ def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry
 def test_an_entry_claimed_between_copy_and_ack_stays_pending_and_its_copy_is_withdrawn(
     spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original: Callable[..., tuple[int, int, int]] = recovery._acknowledge_dead_letters
+    original: Callable[..., list[DataFrame]] = recovery._claim_rounds
 
-    def reclaimed_first(*args: object) -> tuple[int, int, int]:
+    def reclaimed_first(*args: object) -> list[DataFrame]:
         # bob picks e4 up again after the copy: it is in use, so it must not be acknowledged.
         assert store.execute("XCLAIM", "orders", "billing", "bob", "0", ORDERS[4], "JUSTID") == [ORDERS[4]]
         return original(*args)
 
-    monkeypatch.setattr(recovery, "_acknowledge_dead_letters", reclaimed_first)
+    monkeypatch.setattr(recovery, "_claim_rounds", reclaimed_first)
 
     report = recover_stale(store, replace(OPTIONS, streams=("orders",)), run_id="run-1")
 

@@ -1,0 +1,318 @@
+"""The recovery run over a fleet of 60 groups: a constant number of commits, checked entry by entry.
+
+One template store is built per module with the bulk APIs (one commit per step for every group) and a
+hand-moved clock; each test runs on its own copy of the template's folder.
+
+The template: streams s00..s19 of 8 entries (n = 0..7, IDs ``T0-n``), groups a, b and c on each.
+At T0 every group delivers entries 0-1 to ``flaky`` and 2-5 to ``dead``; groups a and b then claim
+their flaky entries back twice (delivery count 3: poison with max_deliveries 2). Entry 3 of s00..s04 and
+entry 0 of s05 are deleted from their streams (XDEL). At T0 + 55 min groups a and c of s00..s09 deliver
+entry 6 to ``live-x`` and entry 7 to ``live-y`` (fresh at the run, and live consumers).
+
+Runs happen at T_RUN = T0 + 60 min with min_idle 10 min. The expected outcome of every pending entry
+is computed here from the template's PEL, group by group, as the per-group rules say (docs/RECOVERY.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamclaim_spark import StaleSelection, StreamStore
+from streamclaim_spark import _constants as C
+from streamclaim_spark.cli import EXIT_CONFIG, run_job
+from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
+from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
+from streamclaim_spark.snapshot import id_text
+from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
+from tests.conftest import TEST_SPARK_CONF
+from tests.spark.pel import current_version
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+MIN = 60_000
+T0 = 1_700_000_000_000
+T_RUN = T0 + 60 * MIN
+STREAMS = [f"s{i:02d}" for i in range(20)]
+GROUPS = ("a", "b", "c")
+DELETED = {(key, 3) for key in STREAMS[:5]} | {("s05", 0)}
+LIVE = {(key, group) for key in STREAMS[:10] for group in ("a", "c")}
+OPTIONS = RecoveryOptions(min_idle_ms=10 * MIN, live_window_ms=10 * MIN, max_deliveries=2)
+PENDING_SCHEMA = "stream string, group_name string, id string, owner string, delivery_time_ms long, delivery_count long"
+REPO = Path(__file__).resolve().parents[2]
+
+
+class ManualClock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture(scope="module")
+def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Builds the module's template store with bulk commits and returns its folder."""
+    path = tmp_path_factory.mktemp("fleet-recovery") / "template"
+    clock = ManualClock(T0)
+    store = StreamStore.open(str(path), spark=spark, clock=clock)
+    rows = spark.range(0, 160, 1, 1).selectExpr("format_string('s%02d', CAST(id DIV 8 AS INT)) AS s", "id % 8 AS n")
+    assert store.append_streams(rows, stream_column="s").count == 160
+    assert store.create_groups([(key, group, "0") for key in STREAMS for group in GROUPS]) == 60
+    every = [(key, group) for key in STREAMS for group in GROUPS]
+    assert sum(d.count for d in store.deliver_many([(k, g, "flaky") for k, g in every], 2)) == 120
+    assert sum(d.count for d in store.deliver_many([(k, g, "dead") for k, g in every], 4)) == 240
+    again = StaleSelection(0, groups=("a", "b"), owners=("flaky",))
+    for _ in range(2):
+        assert store.claim_stale(again, "flaky").total_claimed == 80
+    for key, n in sorted(DELETED):
+        assert store.execute("XDEL", key, f"{T0}-{n}") == 1
+    clock.now = T0 + 55 * MIN
+    for consumer in ("live-x", "live-y"):
+        assert sum(d.count for d in store.deliver_many([(k, g, consumer) for k, g in sorted(LIVE)], 1)) == 20
+    return path
+
+
+@pytest.fixture
+def fleet(spark: SparkSession, template: Path, tmp_path: Path) -> StreamStore:
+    path = tmp_path / "store"
+    shutil.copytree(template, path)
+    return StreamStore.open(str(path), spark=spark, clock=ManualClock(T_RUN))
+
+
+def pending(store: StreamStore) -> DataFrame:
+    return (
+        store.snapshot()
+        .frame()
+        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+        .select(
+            C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias("id"), C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT
+        )
+    )
+
+
+def dead_letters(store: StreamStore) -> DataFrame:
+    return store.spark.read.format("delta").load(table_path(store.path, C.DEAD_LETTER_TABLE_DIR))
+
+
+def at(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+class Expected:
+    """What a run must do to each pending entry of the template, decided group by group in Python."""
+
+    def __init__(self, store: StreamStore, options: RecoveryOptions, run_id: str) -> None:
+        # The live spread's contract: xxhash64(stream, group, id) over the live consumers in name order.
+        rows = (
+            store.snapshot()
+            .frame()
+            .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+            .select(
+                C.STREAM,
+                C.GROUP,
+                id_text(C.ID_MS, C.ID_SEQ).alias("id"),
+                C.OWNER,
+                C.DELIVERY_TIME_MS,
+                C.DELIVERY_COUNT,
+                F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.lit(2)).alias("bucket"),
+            )
+            .collect()
+        )
+        assert len(rows) == 60 * 6 + 2 * len(LIVE)
+        self.pending: list[tuple[Any, ...]] = []
+        self.dead_letters: list[tuple[Any, ...]] = []
+        counts: dict[tuple[str, str], dict[str, Any]] = {}
+        for row in rows:
+            pair = (row[C.STREAM], row[C.GROUP])
+            n = int(row["id"].split("-")[1])
+            group = counts.setdefault(pair, {"scanned": 0, "stale": 0, "claimed": 0, "purged": 0, "dead_lettered": 0})
+            group["scanned"] += 1
+            kept = (*pair, row["id"], row[C.OWNER], row[C.DELIVERY_TIME_MS], row[C.DELIVERY_COUNT])
+            if row[C.DELIVERY_TIME_MS] > T_RUN - options.min_idle_ms:
+                self.pending.append(kept)
+                continue
+            group["stale"] += 1
+            deleted = (pair[0], n) in DELETED
+            if row[C.DELIVERY_COUNT] > options.max_deliveries:
+                group["dead_lettered"] += 1
+                fields = None if deleted else [("n", str(n))]
+                self.dead_letters.append((run_id, at(T_RUN), *kept[:-2], row[C.DELIVERY_COUNT], T0, fields))
+            elif deleted:
+                group["purged"] += 1
+            else:
+                group["claimed"] += 1
+                live = options.assign == "live" and pair in LIVE
+                owner = ("live-x", "live-y")[row["bucket"]] if live else options.consumer
+                self.pending.append((*pair, row["id"], owner, T_RUN, row[C.DELIVERY_COUNT] + 1))
+        self.reports = tuple(
+            GroupReport(
+                *pair,
+                **counts[pair],
+                owners=(("live-x", "live-y") if options.assign == "live" and pair in LIVE else (options.consumer,))
+                if counts[pair]["claimed"]
+                else (),
+            )
+            for pair in sorted(counts)
+        )
+
+
+def assert_recovered(spark: SparkSession, store: StreamStore, expected: Expected, runs: list[str]) -> None:
+    """The PEL is exactly as expected and every poison entry has one dead letter per run that acknowledged it."""
+    assert_df_equality(
+        pending(store),
+        spark.createDataFrame(expected.pending, PENDING_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    copies = [(run, *row[1:]) for run in runs for row in expected.dead_letters]
+    assert_df_equality(
+        dead_letters(store),
+        spark.createDataFrame(copies, DEAD_LETTER_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+
+
+@pytest.mark.parametrize("assign", ["consumer", "live"])
+def test_one_run_recovers_every_group_in_one_claim_commit_as_per_group_runs_would(
+    spark: SparkSession, fleet: StreamStore, assign: str
+) -> None:
+    options = replace(OPTIONS, assign=assign)  # type: ignore[arg-type]
+    expected = Expected(fleet, options, "run-1")
+    before = current_version(fleet)
+
+    report = recover_stale(fleet, options, run_id="run-1")
+
+    assert (report.status, report.recorded) == ("succeeded", True)
+    assert report.groups == expected.reports
+    assert report.totals == {
+        "groups": 60,
+        "scanned": 400,
+        "stale": 360,
+        "claimed": 264,
+        "purged": 16,
+        "dead_lettered": 80,
+        "dead_letters_withdrawn": 0,
+        "conflicts_retried": 0,
+        "skipped": 0,
+    }
+    assert_recovered(spark, fleet, expected, ["run-1"])
+    # The cost budget: one claim commit on the state table, one dead-letter append (after the table's
+    # creation), one recovery_runs append — whatever the number of groups.
+    assert current_version(fleet) == before + 1
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(fleet.path, C.DEAD_LETTER_TABLE_DIR)}`")
+    assert sorted(row["operation"] for row in history.collect()) == ["CREATE TABLE", "WRITE"]
+
+
+def test_a_job_killed_between_the_dead_letter_copy_and_the_claim_loses_nothing_and_a_rerun_finishes(
+    spark: SparkSession, fleet: StreamStore
+) -> None:
+    before = current_version(fleet)
+    expected = Expected(fleet, OPTIONS, "run-again")
+    script = f"""
+import os, signal
+from streamclaim_spark import StreamStore, recovery
+from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.session import build_session
+
+def killed(*_args, **_kwargs):
+    os.killpg(os.getpgid(0), signal.SIGKILL)  # the driver and its JVM die, as on a lost machine
+
+spark = build_session(master="local[1]", conf={TEST_SPARK_CONF!r})
+store = StreamStore.open({fleet.path!r}, spark=spark, clock=lambda: {T_RUN})
+recovery._claim_rounds = killed
+recovery.recover_stale(store, RecoveryOptions(**{vars(OPTIONS)!r}), run_id="run-killed")
+"""
+    killed = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, start_new_session=True, check=False
+    )
+
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    # Copied, not acknowledged: every poison entry is still pending, nothing was claimed, no run row.
+    assert current_version(fleet) == before
+    assert dead_letters(fleet).where(F.col("run_id") == "run-killed").count() == 80
+    assert not os.path.exists(table_path(fleet.path, C.RECOVERY_RUNS_TABLE_DIR))
+
+    report = recover_stale(fleet, OPTIONS, run_id="run-again")
+
+    assert report.groups == expected.reports
+    # Nothing lost, nothing owned twice; the killed run's copies stay as duplicates (docs/RECOVERY.md).
+    assert_recovered(spark, fleet, expected, ["run-killed", "run-again"])
+    assert pending(fleet).groupBy(C.STREAM, C.GROUP, "id").count().where("count > 1").count() == 0
+
+
+def test_two_runs_racing_on_one_store_claim_each_stale_entry_exactly_once(
+    spark: SparkSession, fleet: StreamStore
+) -> None:
+    expected = Expected(fleet, OPTIONS, "run-?")
+    reports: dict[str, RecoveryReport] = {}
+
+    def run(run_id: str) -> None:
+        reports[run_id] = recover_stale(fleet, OPTIONS, run_id=run_id)
+
+    racers = [threading.Thread(target=run, args=(run_id,)) for run_id in ("run-a", "run-b")]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+
+    assert sorted(reports) == ["run-a", "run-b"]
+    assert {report.status for report in reports.values()} == {"succeeded"}
+    totals = [report.totals for report in reports.values()]
+    assert sum(t["claimed"] for t in totals) == 264
+    assert sum(t["purged"] for t in totals) == 16
+    assert sum(t["dead_lettered"] for t in totals) == 80
+    # The claimed entries have one more delivery, not two; each poison entry has exactly one dead letter
+    # left (the losing run withdrew the copies it could not acknowledge).
+    assert_df_equality(
+        pending(fleet),
+        spark.createDataFrame(expected.pending, PENDING_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    assert_df_equality(
+        dead_letters(fleet).drop("run_id"),
+        spark.createDataFrame(expected.dead_letters, DEAD_LETTER_SCHEMA).drop("run_id"),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    withdrawn = sum(t["dead_letters_withdrawn"] for t in totals)
+    copied = dead_letters(fleet).count() + withdrawn
+    assert copied in (80, 160)
+
+
+def test_a_selection_that_matches_no_group_is_refused_by_name_and_writes_nothing(
+    spark: SparkSession, fleet: StreamStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = current_version(fleet)
+    typo = replace(OPTIONS, streams=("orderz-*",), groups=("a",))
+    message = (
+        "streams=['orderz-*'] groups=['a']: no consumer group matches (the store has 60 group(s) on 20 "
+        "stream(s)); fix the patterns (--streams/--groups, jobs.recover_stale.streams/groups)"
+    )
+
+    with pytest.raises(RecoverySelectionError) as refused:
+        recover_stale(fleet, typo)
+    config = AppConfig(store=StoreConfig(path=fleet.path), spark=SparkConfig(), recover_stale=typo)
+    exit_code = run_job(config, spark=spark)
+
+    assert str(refused.value) == message
+    assert exit_code == EXIT_CONFIG
+    assert capsys.readouterr().err == f"streamclaim-recover: selection error: {message}\n"
+    assert current_version(fleet) == before
+    assert not os.path.exists(table_path(fleet.path, C.DEAD_LETTER_TABLE_DIR))
+    assert not os.path.exists(table_path(fleet.path, C.RECOVERY_RUNS_TABLE_DIR))

@@ -33,7 +33,10 @@ def files(spark: SparkSession, store_path: str) -> DataFrame:
         "maxValues struct<id_ms long, id_seq long, row_kind string>",
     )
     return adds.select(
-        F.col("partitionValues").getItem(C.PARTITION_ID).alias("partition"),
+        # The Delta partition: a bucket (schema.bucket_of), or partition_id itself on a store made before buckets.
+        F.coalesce(F.col("partitionValues").getItem(C.BUCKET), F.col("partitionValues").getItem(C.PARTITION_ID)).alias(
+            "partition"
+        ),
         "path",
         "size",
         stats.alias("s"),
@@ -52,7 +55,7 @@ def files(spark: SparkSession, store_path: str) -> DataFrame:
 
 
 def summary(spark: SparkSession, store_path: str) -> DataFrame:
-    """Per partition: files, rows, bytes, files carrying deletion vectors, smallest and largest file."""
+    """Per Delta partition (bucket): files, rows, bytes, files carrying deletion vectors, smallest and largest file."""
     frame = files(spark, store_path)
     return frame.groupBy("partition").agg(
         F.count("*").alias("files"),

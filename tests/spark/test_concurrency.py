@@ -31,7 +31,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import StreamId
-from streamclaim_spark.schema import group_partition
+from streamclaim_spark.schema import bucket_of, group_partition
 from tests.spark.pel import by_id, current_version, duplicates, entry_ids, pel_rows
 
 pytestmark = pytest.mark.spark
@@ -323,8 +323,9 @@ def test_claims_on_two_groups_of_one_stream_commit_concurrently_without_conflict
         rows = pel_rows(store, "s", group)
         assert [row.id for row in rows] == ids
         assert {(row.owner, row.delivery_time_ms, row.delivery_count) for row in rows} == {(consumer, T0 + HOUR, 2)}
-    # Each group lives in a Delta partition of its own and the MERGE names it, so neither claim saw a
-    # conflict: one attempt each, committed as the next two versions.
+    # g1 and g2 fall in different buckets (Delta partitions, schema.bucket_of) and each MERGE names its
+    # own, so neither claim saw a conflict: one attempt each, committed as the next two versions.
+    assert bucket_of(group_partition("s", "g1")) != bucket_of(group_partition("s", "g2"))
     assert {c: o.attempts for c, o in outcomes.items()} == {"c1": 1, "c2": 1}
     assert sorted(o.version for o in outcomes.values()) == [version_before + 1, version_before + 2]
     assert [r.userMetadata.split(" ")[0] for r in history] == ["XAUTOCLAIM", "XAUTOCLAIM"]

@@ -31,7 +31,7 @@ from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import StaleSelection, StreamStore
+from streamclaim_spark import StaleSelection, StreamStore, recovery
 from streamclaim_spark import _constants as C
 from streamclaim_spark.cli import EXIT_CONFIG, run_job
 from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
@@ -316,3 +316,37 @@ def test_a_selection_that_matches_no_group_is_refused_by_name_and_writes_nothing
     assert current_version(fleet) == before
     assert not os.path.exists(table_path(fleet.path, C.DEAD_LETTER_TABLE_DIR))
     assert not os.path.exists(table_path(fleet.path, C.RECOVERY_RUNS_TABLE_DIR))
+
+
+def test_a_group_changed_during_every_claim_commit_is_skipped_and_reported_while_the_others_recover(
+    spark: SparkSession, fleet: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = replace(OPTIONS, streams=("s0[0-2]",))
+    busy = ("s01", "b")
+    untouched = pending(fleet).where((F.col(C.STREAM) == busy[0]) & (F.col(C.GROUP) == busy[1])).collect()
+    original = recovery._decide_round
+    joined = iter(range(100))
+
+    def interfered(ctx: Any, pairs: list[tuple[str, str]], *args: Any) -> Any:
+        if busy in pairs:  # a consumer joins s01/b after the round read it: its head moves
+            assert fleet.execute("XGROUP", "CREATECONSUMER", *busy, f"late-{next(joined)}") == 1
+        return original(ctx, pairs, *args)
+
+    monkeypatch.setattr(recovery, "_decide_round", interfered)
+
+    report = recover_stale(fleet, options, run_id="run-busy")
+
+    assert report.status == "partial"
+    assert report.error == (
+        "1 group(s) skipped: changed by others during each of 6 claim commits; run again to recover them: s01/b"
+    )
+    (skipped,) = [group for group in report.groups if group.skipped]
+    assert (skipped.stream, skipped.group, skipped.claimed, skipped.dead_lettered) == ("s01", "b", 0, 0)
+    # Lost in the first commit (set aside), then alone in commits 3 to 6.
+    assert (skipped.conflicts_retried, skipped.dead_letters_withdrawn) == (5, 2)
+    # The 8 other groups: entries 2, 4, 5 each (3 is deleted in these streams), plus 0 and 1 in group c.
+    assert sum(group.claimed for group in report.groups) == 8 * 3 + 3 * 2
+    assert pending(fleet).where((F.col(C.STREAM) == busy[0]) & (F.col(C.GROUP) == busy[1])).collect() == untouched
+    assert dead_letters(fleet).where((F.col(C.STREAM) == busy[0]) & (F.col(C.GROUP) == busy[1])).count() == 0
+    runs = fleet.spark.read.format("delta").load(table_path(fleet.path, C.RECOVERY_RUNS_TABLE_DIR))
+    assert runs.select("status").collect() == [("partial",)]

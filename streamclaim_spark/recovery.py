@@ -2,13 +2,15 @@
 
 A run costs the same few commits whatever the number of groups (docs/RECOVERY.md):
 
-1. **Read** the selected group heads (one query) and classify every pending entry of every selected
-   group in one aggregation: fresh, poison (stale and delivered more than ``max_deliveries`` times),
-   to claim, or to purge (its stream entry was deleted).
+1. **Read** the selected group heads (one query), and every group's poison entries — stale and
+   delivered more than ``max_deliveries`` times — in one query that Delta answers from file statistics
+   when there are none.
 2. **Copy** every poison entry of every group to ``dead_letters`` (one blind append).
-3. **Acknowledge and claim** in one guarded MERGE over all groups: the copied entries that are still
-   exactly as copied leave their PEL, every other stale entry is claimed (to the recovery consumer, or
-   spread over its own group's live consumers), entries of deleted stream entries are purged.
+3. **Classify and commit**: one aggregation over every pending entry of every group (fresh, copied,
+   poison, to claim, to purge: the per-group numbers), then one guarded MERGE over the groups with
+   something to write: the copied entries that are still exactly as copied leave their PEL, every
+   other stale entry is claimed (to the recovery consumer, or spread over its own group's live
+   consumers), entries of deleted stream entries are purged.
 4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),
    and append one row to ``recovery_runs``.
 
@@ -16,7 +18,7 @@ Copy first, acknowledge second: a crash between the two leaves the entry pending
 it again (a duplicate dead letter) but no entry is ever lost. A step-3 commit that loses a race to a
 consumer or another run does not start over for every group: the groups whose heads changed are set
 aside into a later, smaller commit, and after ``MAX_CLAIM_ROUNDS`` commits the ones still contended
-are reported as skipped. A dry run computes step 1's numbers and writes nothing.
+are reported as skipped. A dry run computes step 3's numbers and writes nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.batch_claim import StaleSelection, selected_groups
+from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, selected_groups
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import GroupMeta
@@ -228,7 +230,7 @@ _ACTION = "_action"
 _NEW_OWNER = "_new_owner"
 _OWNERS = "_owners"
 _COPIED = "_copied"
-_ENTRY_FIELDS = "_entry_fields"
+_ENTRY_EXISTS = "_entry_exists"
 _COPY_COLUMNS = [C.STREAM, C.GROUP, _COPY_ID, C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS]
 _PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
 
@@ -371,40 +373,38 @@ def _recover(
     now = store.clock()
     snapshot = store.snapshot()
     owners_frame, owners = _live_owners(snapshot, pairs, options, now)
-    classified = _classify(snapshot, pairs, options, now, owners_frame, copies=None)
-    first = _tally(classified)
-    totals: Counter[str] = sum((t.actions for t in first.values()), Counter())
+    if options.dry_run:
+        tallies = _tally(_classify(snapshot, pairs, options, now, owners_frame, copies=None))
+        _log_scan(tallies, len(pairs))
+        _warn_without_live_consumers(tallies, owners, options)
+        for pair in pairs:
+            tally = tallies.get(pair, _Tally())
+            done[pair] = _group_report(pair, tally, options, owners, dead_lettered=tally.actions[POISON])
+        return
+    copies: DataFrame | None = None
+    copied: dict[Pair, int] = {}
+    if options.dead_letter:
+        copied = _copy_dead_letters(store, snapshot, pairs, options, now, run_id)
+        if copied:
+            copies = _run_copies(store, run_id)
+    withdrawals = _claim_rounds(store, options, pairs, owners_frame, owners, copies, copied, done)
+    if copies is not None and withdrawals:
+        _withdraw_copies(store, run_id, withdrawals)
+
+
+def _log_scan(tallies: dict[Pair, _Tally], groups: int) -> None:
+    totals: Counter[str] = sum((t.actions for t in tallies.values()), Counter())
     log.info(
-        "scanned %d pending entries of %d group(s): %d stale (%d to dead-letter, %d to claim, %d to purge)",
+        "scanned %d pending entries of %d group(s): %d stale (%d to dead-letter, %d acknowledged as dead letters, "
+        "%d to claim, %d to purge)",
         sum(totals.values()),
-        len(pairs),
+        groups,
         sum(totals.values()) - totals[FRESH],
         totals[POISON],
+        totals[ACK],
         totals[CLAIM],
         totals[PURGE],
     )
-    _warn_without_live_consumers(first, owners, options)
-    for pair in pairs:
-        tally = first.get(pair, _Tally())
-        done[pair] = _group_report(pair, tally, options, owners, dead_lettered=tally.actions[POISON])
-    if options.dry_run:
-        return
-    # Groups with nothing stale keep their scan's report and stay out of the claim commit.
-    to_claim = [pair for pair in pairs if pair in first and first[pair].changes + first[pair].actions[POISON]]
-    copied = {pair: tally.actions[POISON] for pair, tally in first.items() if tally.actions[POISON]}
-    copies: DataFrame | None = None
-    if copied:
-        version = _copy_dead_letters(store, classified, now, run_id)
-        log.info(
-            "dead letters copied: %d entries of %d group(s) (dead_letters version %d)",
-            sum(copied.values()),
-            len(copied),
-            version,
-        )
-        copies = _run_copies(store, run_id)
-    withdrawals = _claim_rounds(store, options, to_claim, owners_frame, owners, copies, copied, done)
-    if copies is not None and withdrawals:
-        _withdraw_copies(store, run_id, withdrawals)
 
 
 def _claim_rounds(
@@ -417,9 +417,16 @@ def _claim_rounds(
     copied: dict[Pair, int],
     done: dict[Pair, GroupReport],
 ) -> list[DataFrame]:
-    """Step 3 in at most MAX_CLAIM_ROUNDS commits; returns frames of the copies to withdraw."""
+    """Step 3 in at most MAX_CLAIM_ROUNDS commits; returns frames of the copies to withdraw.
+
+    Each round classifies its groups on a fresh snapshot and commits one MERGE over those with
+    something to write. When it loses, the groups it planned to write whose head moved meanwhile are
+    set aside for a later round and the others go again at once; if all moved, the same groups go
+    again after a backoff.
+    """
     remaining, deferred = list(pairs), list[Pair]()
     lost: Counter[Pair] = Counter()
+    last_seen: dict[Pair, _Tally] = {}
     withdrawals: list[DataFrame] = []
     one_attempt = RetryPolicy(max_attempts=1)
     for round_number in range(1, MAX_CLAIM_ROUNDS + 1):
@@ -427,64 +434,66 @@ def _claim_rounds(
             remaining, deferred = deferred, []
         if not remaining:
             break
-        seen: dict[Pair, int] = {}
+        planned: dict[Pair, int] = {}
         batch = list(remaining)
 
-        def decide(ctx: Context, batch: list[Pair] = batch, seen: dict[Pair, int] = seen) -> _Round:
-            return _decide_round(ctx, batch, options, owners_frame, copies, seen)
+        def decide(ctx: Context, batch: list[Pair] = batch, planned: dict[Pair, int] = planned) -> _Round:
+            outcome = _decide_round(ctx, batch, options, owners_frame, copies, planned)
+            last_seen.update(outcome.tallies)
+            return outcome
 
         try:
             outcome = store.runner.transact("RECOVER", decide, one_attempt)
         except ConflictRetriesExhaustedError as error:
-            changed = _changed_groups(store, remaining, seen)
-            lost.update(changed or remaining)
+            changed = _changed_groups(store, planned)
+            lost.update(changed or list(planned))
+            set_aside = 0 < len(changed) < len(planned)
             log.warning(
-                "claim commit %d over %d group(s) lost a race (%s); %d group(s) changed meanwhile%s",
+                "claim commit %d over %d group(s) lost a race (%s); %d of them changed meanwhile%s",
                 round_number,
-                len(remaining),
+                len(planned),
                 type(error.__cause__).__name__,
                 len(changed),
-                ", set aside for a later commit" if 0 < len(changed) < len(remaining) else "",
+                ", set aside for a later commit" if set_aside else "; trying them again",
             )
-            if 0 < len(changed) < len(remaining):
+            if set_aside:
                 deferred.extend(changed)
                 remaining = [pair for pair in remaining if pair not in set(changed)]
             else:
                 time.sleep(store.retry_policy.delay(round_number))
             continue
         _check_commit(store, outcome)
-        acked = 0
+        if round_number == 1:
+            _log_scan(outcome.tallies, len(remaining))
+            _warn_without_live_consumers(outcome.tallies, owners, options)
         for pair in remaining:
             tally = outcome.tallies.get(pair, _Tally())
-            acked += tally.actions[ACK]
-            withdrawn = copied.get(pair, 0) - tally.actions[ACK]
             done[pair] = replace(
                 _group_report(pair, tally, options, owners, dead_lettered=tally.actions[ACK]),
-                dead_letters_withdrawn=withdrawn,
+                dead_letters_withdrawn=copied.get(pair, 0) - tally.actions[ACK],
                 conflicts_retried=lost[pair],
             )
         unmatched = [pair for pair in remaining if done[pair].dead_letters_withdrawn]
         if copies is not None and unmatched:
             withdrawals.append(_unmatched_copies(store, copies, unmatched, outcome.read_version))
-        totals = sum((t.actions for t in outcome.tallies.values()), Counter())
+        totals: Counter[str] = sum((t.actions for t in outcome.tallies.values()), Counter())
         log.info(
-            "claim committed (state version %s, commit %d of at most %d): %d group(s), %d dead letter(s) "
+            "claim committed (state version %s, commit %d of at most %d): %d group(s) written, %d dead letter(s) "
             "acknowledged, %d claimed, %d purged",
             outcome.version,
             round_number,
             MAX_CLAIM_ROUNDS,
-            len(remaining),
-            acked,
+            sum(1 for t in outcome.tallies.values() if t.changes),
+            totals[ACK],
             totals[CLAIM],
             totals[PURGE],
         )
         remaining = []
     for pair in remaining + deferred:
         done[pair] = replace(
-            done[pair],
+            _group_report(pair, last_seen.get(pair, _Tally()), options, owners, dead_lettered=0),
             claimed=0,
             purged=0,
-            dead_lettered=0,
             dead_letters_withdrawn=copied.get(pair, 0),
             conflicts_retried=lost[pair],
             owners=(),
@@ -501,23 +510,26 @@ def _decide_round(
     options: RecoveryOptions,
     owners_frame: DataFrame | None,
     copies: DataFrame | None,
-    seen: dict[Pair, int],
+    planned: dict[Pair, int],
 ) -> _Round:
-    """Classifies the groups' PELs on the context's snapshot and plans the one MERGE that applies it."""
+    """Classifies the groups' PELs on the context's snapshot and plans the one MERGE that applies it.
+
+    ``planned`` receives the head version of every group the MERGE writes (and guards).
+    """
     read_version = ctx.snapshot.version
     assert read_version is not None, "a transaction's snapshot is pinned to a version"
     ctx.snapshot.all_streams()
-    present = []
-    for pair in pairs:
-        head = ctx.snapshot.group(*pair)
-        if head is not None:
-            seen[pair] = head.version
-            present.append(pair)
+    heads = {pair: ctx.snapshot.group(*pair) for pair in pairs}
+    present = [pair for pair, head in heads.items() if head is not None]
     if not present:
         return _Round({}, read_version, None)
     classified = _classify(ctx.snapshot, present, options, ctx.now, owners_frame, copies)
     tallies = _tally(classified)
     changed = [pair for pair in present if tallies.get(pair, _Tally()).changes]
+    for pair in changed:
+        head = heads[pair]
+        assert head is not None
+        planned[pair] = head.version
     if changed:
         partitions = [group_partition(*pair) for pair in changed]
         source = (
@@ -554,14 +566,14 @@ def _check_commit(store: StreamStore, outcome: _Round) -> None:
         )
 
 
-def _changed_groups(store: StreamStore, pairs: list[Pair], seen: dict[Pair, int]) -> list[Pair]:
-    """The groups whose head moved since a lost round read it (re-read in one query)."""
+def _changed_groups(store: StreamStore, planned: dict[Pair, int]) -> list[Pair]:
+    """The planned groups whose head moved since a lost round read it (re-read in one query)."""
     snapshot = store.snapshot()
     snapshot.all_streams()
     changed = []
-    for pair in pairs:
+    for pair, version in planned.items():
         head = snapshot.group(*pair)
-        if head is None or head.version != seen.get(pair, head.version):
+        if head is None or head.version != version:
             changed.append(pair)
     return changed
 
@@ -638,14 +650,9 @@ def _classify(
     The new owner is the recovery consumer, or one of the group's live consumers picked by a hash of
     the entry's stream, group and ID (stable: the same entry goes to the same consumer on a re-run).
     """
-    table = snapshot.frame()
-    streams = sorted({key for key, _ in pairs})
-    pending = table.where(
-        in_partitions([group_partition(*pair) for pair in pairs]) & (F.col(C.ROW_KIND) == C.KIND_PENDING)
-    ).drop(C.FIELDS)
-    entries = table.where(
-        in_partitions([stream_partition(key) for key in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
-    ).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias(_ENTRY_FIELDS))
+    pending = _pending_of(snapshot, pairs).drop(C.FIELDS)
+    # Whether each entry still exists, not its payload: the payload column is never read here.
+    entries = _entries_of(snapshot, pairs).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(_ENTRY_EXISTS))
     rows = pending.join(entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left").withColumn(_COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
     copied: Column = F.lit(False)
     if copies is not None:
@@ -657,7 +664,7 @@ def _classify(
         F.when(copied, ACK)
         .when(~stale, FRESH)
         .when(poison, POISON)
-        .when(F.col(_ENTRY_FIELDS).isNotNull(), CLAIM)
+        .when(F.col(_ENTRY_EXISTS).isNotNull(), CLAIM)
         .otherwise(PURGE)
     )
     rows = rows.withColumn(_ACTION, action)
@@ -742,23 +749,49 @@ def _consumer_source(classified: DataFrame, ctx: Context) -> DataFrame:
     return owners.select(*_state_columns(values), *_operations())
 
 
-def _copy_dead_letters(store: StreamStore, classified: DataFrame, now: int, run_id: str) -> int:
-    """Step 2: appends every POISON row, as the snapshot shows it, to ``dead_letters``; returns the version."""
-    rows = classified.where(F.col(_ACTION) == POISON).select(
-        F.lit(run_id).alias("run_id"),
-        F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"),
-        C.STREAM,
-        C.GROUP,
-        F.col(_COPY_ID).alias("id"),
-        C.OWNER,
-        C.DELIVERY_COUNT,
-        C.DELIVERY_TIME_MS,
-        F.col(_ENTRY_FIELDS).alias(C.FIELDS),
+def _pending_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
+    """The groups' pending rows."""
+    partitions = [group_partition(*pair) for pair in pairs]
+    return snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+
+
+def _entries_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
+    """The entries of the groups' streams."""
+    partitions = [stream_partition(key) for key in sorted({key for key, _ in pairs})]
+    return snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
+
+
+def _copy_dead_letters(
+    store: StreamStore, snapshot: Snapshot, pairs: list[Pair], options: RecoveryOptions, now: int, run_id: str
+) -> dict[Pair, int]:
+    """Step 2: appends every poison entry of the groups, as ``snapshot`` shows it, to ``dead_letters``.
+
+    Returns how many each group had. The poison filter comes first, so Delta skips every file whose
+    delivery counts stay within ``max_deliveries`` (usually all of them) before anything is joined.
+    """
+    poison = _pending_of(snapshot, pairs).where(
+        (F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms))
+        & (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries))
+    )
+    counts = {
+        (row[C.STREAM], row[C.GROUP]): row["count"] for row in poison.groupBy(C.STREAM, C.GROUP).count().collect()
+    }
+    if not counts:
+        return {}
+    entries = _entries_of(snapshot, list(counts)).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
+    rows = pending_with_fields(poison, entries, [C.STREAM, C.ID_MS, C.ID_SEQ]).select(
+        F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
     )
     session = store.session()
     path = ensure_dead_letter_table(session, store.path)
     rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(path)
-    return committed_version(session)
+    log.info(
+        "dead letters copied: %d entries of %d group(s) (dead_letters version %d)",
+        sum(counts.values()),
+        len(counts),
+        committed_version(session),
+    )
+    return counts
 
 
 def _run_copies(store: StreamStore, run_id: str) -> DataFrame:

@@ -49,7 +49,8 @@ def measure(path: str, calls: int) -> dict[str, Any]:
     log_dir = os.path.join(path, "state", "_delta_log")
     store = StreamStore.open(path, spark=spark)
     groups = len(store.snapshot().all_streams())
-    ids = [entry[0] for entry in store.execute("XRANGE", STREAM, "-", "+", "COUNT", str(calls + 1))]
+    # Pending IDs, so that every XCLAIM and XACK below changes something and commits.
+    ids = [entry[0] for entry in store.execute("XPENDING", STREAM, GROUP, "-", "+", str(calls))]
 
     def snapshot_and_head() -> None:
         store.execute("XLEN", STREAM)

@@ -22,13 +22,12 @@ import subprocess
 import sys
 import threading
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StaleSelection, StreamStore, recovery
@@ -36,10 +35,10 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.cli import EXIT_CONFIG, run_job
 from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
-from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
 from tests.conftest import TEST_SPARK_CONF
 from tests.spark.pel import current_version
+from tests.spark.test_recovery import PENDING_SCHEMA, ManualClock, at, dead_letters, pending
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -51,16 +50,7 @@ GROUPS = ("a", "b", "c")
 DELETED = {(key, 3) for key in STREAMS[:5]} | {("s05", 0)}
 LIVE = {(key, group) for key in STREAMS[:10] for group in ("a", "c")}
 OPTIONS = RecoveryOptions(min_idle_ms=10 * MIN, live_window_ms=10 * MIN, max_deliveries=2)
-PENDING_SCHEMA = "stream string, group_name string, id string, owner string, delivery_time_ms long, delivery_count long"
 REPO = Path(__file__).resolve().parents[2]
-
-
-class ManualClock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture(scope="module")
@@ -93,45 +83,13 @@ def fleet(spark: SparkSession, template: Path, tmp_path: Path) -> StreamStore:
     return StreamStore.open(str(path), spark=spark, clock=ManualClock(T_RUN))
 
 
-def pending(store: StreamStore) -> DataFrame:
-    return (
-        store.snapshot()
-        .frame()
-        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-        .select(
-            C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias("id"), C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT
-        )
-    )
-
-
-def dead_letters(store: StreamStore) -> DataFrame:
-    return store.spark.read.format("delta").load(table_path(store.path, C.DEAD_LETTER_TABLE_DIR))
-
-
-def at(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC)
-
-
 class Expected:
     """What a run must do to each pending entry of the template, decided group by group in Python."""
 
     def __init__(self, store: StreamStore, options: RecoveryOptions, run_id: str) -> None:
         # The live spread's contract: xxhash64(stream, group, id) over the live consumers in name order.
-        rows = (
-            store.snapshot()
-            .frame()
-            .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-            .select(
-                C.STREAM,
-                C.GROUP,
-                id_text(C.ID_MS, C.ID_SEQ).alias("id"),
-                C.OWNER,
-                C.DELIVERY_TIME_MS,
-                C.DELIVERY_COUNT,
-                F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.lit(2)).alias("bucket"),
-            )
-            .collect()
-        )
+        bucket = F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.lit(2)).alias("bucket")
+        rows = pending(store, bucket).collect()
         assert len(rows) == 60 * 6 + 2 * len(LIVE)
         self.pending: list[tuple[Any, ...]] = []
         self.dead_letters: list[tuple[Any, ...]] = []

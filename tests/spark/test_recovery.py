@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, recovery
@@ -88,8 +88,8 @@ def store(spark: SparkSession, template: Path, tmp_path: Path) -> StreamStore:
     return StreamStore.open(str(path), spark=spark, clock=ManualClock(T_RUN))
 
 
-def pending(store: StreamStore) -> DataFrame:
-    """Every pending row of the store as (stream, group_name, id, owner, delivery_time_ms, delivery_count)."""
+def pending(store: StreamStore, *extra: Column) -> DataFrame:
+    """Every pending row of the store as (stream, group_name, id, owner, delivery_time_ms, delivery_count, *extra)."""
     return (
         store.snapshot()
         .frame()
@@ -101,6 +101,7 @@ def pending(store: StreamStore) -> DataFrame:
             C.OWNER,
             C.DELIVERY_TIME_MS,
             C.DELIVERY_COUNT,
+            *extra,
         )
     )
 

@@ -2,8 +2,8 @@
 
 Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), build the
 SparkSession, open the store and call ``recovery.recover_stale``. The JSON summary goes to stdout and
-progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no
-store at the configured path.
+progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or config or a
+selection that matches no group, 3 no store at the configured path, 4 partial (contended groups skipped).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Claim stale pending entries of Redis-style consumer groups in a streamclaim store, and "
         "dead-letter the ones delivered too often. Settings come from conf/base.toml, then conf/local.toml, "
         "then these flags.",
-        epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no store at the path.",
+        epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config or a selection that matches no "
+        "group, 3 no store at the path, 4 partial (some groups stayed contended and were skipped).",
     )
     where = parser.add_argument_group("where")
     where.add_argument(

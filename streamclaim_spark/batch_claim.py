@@ -10,11 +10,11 @@ each. Both commit one guarded MERGE whose conditions carry the idle predicate (s
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
@@ -36,10 +36,19 @@ from streamclaim_spark.transaction import (
     OP_DELETE,
     OP_EXPECT,
     OP_GUARD,
+    ConflictRetriesExhaustedError,
+    InPlaceUpdate,
+    RetryPolicy,
+    commit_metrics,
+    is_lost_race,
+    run_with_retries,
+    stale_snapshot_error,
 )
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -125,29 +134,58 @@ def _new_owner(owners: Sequence[str]) -> Column:
     return F.element_at(F.array(*(F.lit(o) for o in owners)), bucket.cast("int"))
 
 
-def _candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:
-    """Stale pending rows of the selected groups, each with its new owner and whether its entry lives."""
-    partitions = [group_partition(g.key, g.name) for g in groups]
-    cutoff = ctx.now - selection.min_idle_ms
-    pel = ctx.snapshot.frame().where(
-        in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
+def _stale_condition(groups: Sequence[GroupMeta], selection: StaleSelection, cutoff: int) -> Column:
+    """The pending rows of ``groups`` the selection names that are idle since ``cutoff`` or earlier.
+
+    One predicate serves the decision's count and the commit's own condition, so the two cannot drift.
+    """
+    condition = (
+        in_partitions([group_partition(g.key, g.name) for g in groups])
+        & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+        & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
     )
     if selection.owners is not None:
-        pel = pel.where(F.col(C.OWNER).isin(list(selection.owners)))
+        condition = condition & F.col(C.OWNER).isin(list(selection.owners))
     if selection.min_deliveries is not None:
-        pel = pel.where(F.col(C.DELIVERY_COUNT) >= selection.min_deliveries)
+        condition = condition & (F.col(C.DELIVERY_COUNT) >= selection.min_deliveries)
     if selection.max_deliveries is not None:
-        pel = pel.where(F.col(C.DELIVERY_COUNT) <= selection.max_deliveries)
+        condition = condition & (F.col(C.DELIVERY_COUNT) <= selection.max_deliveries)
     if selection.where:
-        pel = pel.where(F.expr(selection.where))
+        condition = condition & F.expr(selection.where)
+    return condition
+
+
+def _stream_entries(ctx: Context, groups: Sequence[GroupMeta]) -> DataFrame:
+    """Entry rows of the streams ``groups`` belong to."""
     streams = sorted({g.key for g in groups})
-    entries = (
-        ctx.snapshot.frame()
-        .where(in_partitions([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
-        .select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias("_fields"))
+    return ctx.snapshot.frame().where(
+        in_partitions([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
     )
+
+
+def _candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:
+    """Stale pending rows of the selected groups, each with its new owner and whether its entry lives."""
+    pel = ctx.snapshot.frame().where(_stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
+    entries = _stream_entries(ctx, groups).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias("_fields"))
     joined = pel.drop(C.FIELDS).join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
     return joined.withColumn("_new_owner", _new_owner(owners)).withColumn(CLAIM_LIVE, F.col("_fields").isNotNull())
+
+
+def _tally(
+    rows: Sequence[Row],
+) -> tuple[dict[tuple[str, str], tuple[int, int]], dict[tuple[str, str], set[str]]]:
+    """(claimed, purged) per group and each group's new owners, from counts by (group, owner, entry lives)."""
+    counts: dict[tuple[str, str], tuple[int, int]] = {}
+    winners: dict[tuple[str, str], set[str]] = {}
+    for row in rows:
+        pair = (row[C.STREAM], row[C.GROUP])
+        claimed, purged = counts.get(pair, (0, 0))
+        if row[CLAIM_LIVE]:
+            counts[pair] = (claimed + row["count"], purged)
+            winners.setdefault(pair, set()).add(row["_new_owner"])
+        else:
+            counts[pair] = (claimed, purged + row["count"])
+    return counts, winners
 
 
 def _claim_source(candidates: DataFrame, ctx: Context, cutoff: int, just_id: bool) -> DataFrame:
@@ -204,6 +242,198 @@ def pending_with_fields(pending: DataFrame, entries: DataFrame, on: Sequence[str
     )
 
 
+@dataclass(frozen=True)
+class _InPlaceDecision:
+    """What an in-place claim decided on one snapshot: per-group counts, new owners, head versions."""
+
+    groups: dict[tuple[str, str], GroupMeta]
+    counts: dict[tuple[str, str], tuple[int, int]]
+    winners: dict[tuple[str, str], set[str]]
+    missing_consumers: dict[tuple[str, str], set[str]]
+    now: int
+
+    @property
+    def purges(self) -> bool:
+        return any(purged for _, purged in self.counts.values())
+
+    @property
+    def claimed_pairs(self) -> list[tuple[str, str]]:
+        return sorted(pair for pair, (claimed, _) in self.counts.items() if claimed)
+
+
+def _decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[str]) -> _InPlaceDecision:
+    """Counts the stale entries by group and new owner, and finds the new owners a group lacks.
+
+    Two queries: the count joins the stale rows' IDs with the streams' entry IDs only (whether each
+    entry lives; no fields are read), and one lookup of the owners' consumer rows.
+    """
+    groups = selected_groups(ctx, selection)
+    if not groups:
+        return _InPlaceDecision({}, {}, {}, {}, ctx.now)
+    live = _stream_entries(ctx, groups).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(CLAIM_LIVE))
+    stale = ctx.snapshot.frame().where(_stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
+    tally = (
+        stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, _new_owner(owners).alias("_new_owner"))
+        .join(live, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
+        .groupBy(C.STREAM, C.GROUP, "_new_owner", CLAIM_LIVE)
+        .count()
+    )
+    counts, winners = _tally(tally.collect())
+    by_pair = {(g.key, g.name): g for g in groups}
+    missing: dict[tuple[str, str], set[str]] = {}
+    if winners:
+        existing = (
+            ctx.snapshot.frame()
+            .where(
+                in_partitions([group_partition(*pair) for pair in winners])
+                & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
+                & F.col(C.CONSUMER).isin(sorted(set(owners)))
+            )
+            .select(C.STREAM, C.GROUP, C.CONSUMER)
+            .collect()
+        )
+        known = {(row[C.STREAM], row[C.GROUP], row[C.CONSUMER]) for row in existing}
+        for pair, names in winners.items():
+            absent = {name for name in names if (*pair, name) not in known}
+            if absent:
+                missing[pair] = absent
+    return _InPlaceDecision(by_pair, counts, winners, missing, ctx.now)
+
+
+def _in_place_update(
+    decision: _InPlaceDecision, selection: StaleSelection, owners: Sequence[str], just_id: bool, txn: str
+) -> InPlaceUpdate:
+    """One UPDATE that claims the decided entries, touches their new owners and bumps each group's head.
+
+    The head's new version is guarded: if any write reached a group since the decision (every write
+    bumps its head), the UPDATE aborts as a lost race, so the decision's counts are what it commits.
+    """
+    pairs = decision.claimed_pairs
+    groups = [decision.groups[pair] for pair in pairs]
+    kind = F.col(C.ROW_KIND)
+    is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
+    # Partition IDs are hex digests and versions integers: one SQL map, one py4j call for any fleet.
+    expected = ", ".join(f"'{group_partition(g.key, g.name)}', {g.version}" for g in groups)
+    expected_version = F.expr(f"map({expected})[{C.PARTITION_ID}]")
+    by_owners: dict[frozenset[str], list[str]] = {}
+    for pair in pairs:
+        by_owners.setdefault(frozenset(decision.winners[pair]), []).append(group_partition(*pair))
+    touched = F.lit(False)
+    for names, partitions in by_owners.items():
+        in_groups = F.expr(f"{C.PARTITION_ID} IN ({', '.join(repr(p) for p in sorted(partitions))})")
+        touched = touched | (in_groups & F.col(C.CONSUMER).isin(sorted(names)))
+    condition = in_partitions([group_partition(*pair) for pair in pairs]) & (
+        (_stale_condition(groups, selection, decision.now - selection.min_idle_ms)) | is_group | (is_consumer & touched)
+    )
+    version = F.col(C.VERSION)
+    guarded = F.when(version == expected_version, version + 1).otherwise(stale_snapshot_error().cast(LongType()))
+    now = F.lit(decision.now).cast(LongType())
+    steps = 0 if just_id else 1
+    assignments = {
+        C.OWNER: F.when(is_pending, _new_owner(owners)).otherwise(F.col(C.OWNER)),
+        C.DELIVERY_COUNT: F.when(is_pending, F.col(C.DELIVERY_COUNT) + steps).otherwise(F.col(C.DELIVERY_COUNT)),
+        C.DELIVERY_TIME_MS: F.when(is_pending, now).otherwise(F.col(C.DELIVERY_TIME_MS)),
+        C.SEEN_TIME_MS: F.when(is_consumer, now).otherwise(F.col(C.SEEN_TIME_MS)),
+        C.ACTIVE_TIME_MS: F.when(is_consumer, now).otherwise(F.col(C.ACTIVE_TIME_MS)),
+        C.VERSION: F.when(is_group, guarded).otherwise(version),
+        C.TXN: F.lit(txn),
+    }
+    return InPlaceUpdate(condition, assignments)
+
+
+def _claim_in_place(
+    runner: Runner, selection: StaleSelection, owners: Sequence[str], just_id: bool
+) -> BatchClaim | None:
+    """``claim_stale`` without a MERGE: one count, then one UPDATE of the stale rows where they lie.
+
+    A Delta UPDATE rewrites the touched files in one pass; the MERGE joined a million-row source with
+    its target twice (docs/BENCHMARKS.md, "Bulk claim"). An UPDATE cannot insert or delete, so new
+    owners that are not yet consumers of a group are created first, in a commit of their own (a crash
+    after it leaves an idle consumer, as XGROUP CREATECONSUMER would), and a selection that meets
+    entries deleted from their stream returns None: the MERGE path purges them, as XAUTOCLAIM does.
+    """
+    attempts = 0
+
+    def attempt(_: int) -> tuple[_InPlaceDecision, int | None, str]:
+        nonlocal attempts
+        attempts += 1
+        decided: list[_InPlaceDecision] = []
+
+        def decide(ctx: Context) -> None:
+            decision = _decide_in_place(ctx, selection, owners)
+            decided[:] = [decision]
+            if decision.purges:
+                return
+            for pair, names in sorted(decision.missing_consumers.items()):
+                group = decision.groups[pair]
+                put_group(ctx, group, group)
+                for name in sorted(names):
+                    ctx.plan.add(Write(consumer_row(*pair, ConsumerMeta(name, ctx.now, ctx.now), ctx.txn)))
+
+        runner.transact("CLAIM STALE CONSUMERS", decide, policy=_ONE_ATTEMPT)
+        decision = decided[0]
+        if decision.purges or not decision.claimed_pairs:
+            return decision, None, ""
+        if decision.missing_consumers:
+            # The consumers' commit bumped those heads; it was guarded, so nothing else moved them.
+            bumped = {
+                pair: replace(decision.groups[pair], version=decision.groups[pair].version + 1)
+                for pair in decision.missing_consumers
+            }
+            decision = replace(decision, groups={**decision.groups, **bumped})
+        txn: list[str] = []
+
+        def rewrite(ctx: Context) -> None:
+            txn[:] = [ctx.txn]
+            pairs = decision.claimed_pairs
+            update = _in_place_update(decision, selection, owners, just_id, ctx.txn)
+            ctx.plan.set_update(update, *(group_partition(*pair) for pair in pairs))
+
+        runner.transact("CLAIM STALE", rewrite, policy=_ONE_ATTEMPT)
+        return decision, runner.last_commit_version, txn[0]
+
+    decision, version, txn = run_with_retries(_unwrap_lost_race(attempt), runner.retry_policy, "CLAIM STALE")[0]
+    if decision.purges:
+        return None
+    if version is None:
+        return BatchClaim(runner.snapshot().frame().limit(0), {}, None, attempts)
+    pairs = decision.claimed_pairs
+    counts = {pair: decision.counts[pair] for pair in pairs}
+    _check_in_place_commit(runner, version, decision)
+    claimed = claimed_frame(runner.table_at(version), [group_partition(*pair) for pair in pairs], txn)
+    return BatchClaim(claimed, counts, version, attempts)
+
+
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+
+
+def _unwrap_lost_race(attempt: Callable[[int], T]) -> Callable[[int], T]:
+    """``attempt`` with a one-attempt command's lost race re-raised as the race, for the outer retry loop."""
+
+    def unwrapped(number: int) -> T:
+        try:
+            return attempt(number)
+        except ConflictRetriesExhaustedError as error:
+            if error.__cause__ is not None and is_lost_race(error.__cause__):
+                raise error.__cause__ from None
+            raise
+
+    return unwrapped
+
+
+def _check_in_place_commit(runner: Runner, version: int, decision: _InPlaceDecision) -> None:
+    """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows)."""
+    pairs = decision.claimed_pairs
+    expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
+    expected += sum(len(decision.winners[pair]) for pair in pairs)
+    updated = commit_metrics(runner.session(), runner.state_path, version).get("numUpdatedRows")
+    if updated != expected:
+        raise RuntimeError(
+            f"CLAIM STALE committed version {version} updating {updated} rows where it decided {expected} "
+            "(claimed entries, group heads and new owners' consumer rows); the table's history shows the commit"
+        )
+
+
 def claim_stale(
     runner: Runner,
     selection: StaleSelection,
@@ -212,10 +442,12 @@ def claim_stale(
     just_id: bool = False,
     dry_run: bool = False,
 ) -> BatchClaim:
-    """Claims every pending entry the selection names in one MERGE (no COUNT cap).
+    """Claims every pending entry the selection names in one commit (no COUNT cap).
 
-    Entries whose stream entry was deleted are purged from the PEL, as XAUTOCLAIM does. With
-    ``dry_run`` nothing is committed and ``claimed`` lists what would be claimed.
+    The claim is one Delta UPDATE of the stale rows where they lie (``_claim_in_place``), after a commit
+    creating new owners a group lacks; when a stale entry was deleted from its stream, one MERGE claims
+    the live ones and purges the others from the PEL, as XAUTOCLAIM does. With ``dry_run`` nothing is
+    committed and ``claimed`` lists what would be claimed.
 
     Args:
         runner: The store's command runner (StreamStore.runner).
@@ -227,23 +459,17 @@ def claim_stale(
     owners = [new_owner] if isinstance(new_owner, str) else list(new_owner)
     if not owners:
         raise ValueError("new_owner: give a consumer name or a non-empty list of consumer names")
+    if not dry_run:
+        done = _claim_in_place(runner, selection, owners, just_id)
+        if done is not None:
+            return done
 
     def decide(ctx: Context) -> tuple[DataFrame, dict[tuple[str, str], tuple[int, int]], list[str]]:
         groups = selected_groups(ctx, selection)
         if not groups:
             return ctx.snapshot.frame().limit(0), {}, []
         candidates = _candidates(ctx, groups, selection, owners)
-        tallies = candidates.groupBy(C.STREAM, C.GROUP, "_new_owner", CLAIM_LIVE).count().collect()
-        counts: dict[tuple[str, str], tuple[int, int]] = {}
-        winners: dict[tuple[str, str], set[str]] = {}
-        for row in tallies:
-            pair = (row[C.STREAM], row[C.GROUP])
-            claimed, purged = counts.get(pair, (0, 0))
-            if row[CLAIM_LIVE]:
-                counts[pair] = (claimed + row["count"], purged)
-                winners.setdefault(pair, set()).add(row["_new_owner"])
-            else:
-                counts[pair] = (claimed, purged + row["count"])
+        counts, winners = _tally(candidates.groupBy(C.STREAM, C.GROUP, "_new_owner", CLAIM_LIVE).count().collect())
         partitions = [group_partition(g.key, g.name) for g in groups]
         if dry_run or not counts:
             preview = candidates.where(F.col(CLAIM_LIVE)).select(

@@ -128,12 +128,15 @@ class Plan:
     """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
 
     ``frames`` hold DataFrames shaped like the MERGE source (see transaction.py); they let a command
-    delete or rewrite millions of rows without collecting them to the driver.
+    delete or rewrite millions of rows without collecting them to the driver. ``update`` (a
+    ``transaction.InPlaceUpdate``) instead rewrites rows where they lie, with no source to join:
+    a plan commits either writes and frames as one MERGE, or one update.
     """
 
     writes: list[Write] = field(default_factory=list)
     frames: list[Any] = field(default_factory=list)
     partitions: set[str] = field(default_factory=set)
+    update: Any = None
 
     def add(self, write: Write) -> None:
         self.writes.append(write)
@@ -144,9 +147,14 @@ class Plan:
         self.frames.append(frame)
         self.partitions.update(partitions)
 
+    def set_update(self, update: Any, *partitions: str) -> None:
+        """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""
+        self.update = update
+        self.partitions.update(partitions)
+
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.frames
+        return not self.writes and not self.frames and self.update is None
 
 
 # --- rows -------------------------------------------------------------------------------------------

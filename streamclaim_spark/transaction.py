@@ -236,13 +236,39 @@ _CLAIM_SET: dict[str, str | Column] = {
 }
 
 
+@dataclass(frozen=True)
+class InPlaceUpdate:
+    """Rows rewritten where they lie by one Delta UPDATE: no source, no join (a bulk claim's fast path).
+
+    ``condition`` selects the rows; it must carry the bucket and partition filters and every predicate
+    the decision relied on (e.g. the idle cutoff), so the commit holds whatever changed since.
+    ``assignments`` gives columns new values as expressions over the row itself; a guard is an
+    assignment that ``raise_error``s with ``STALE_SNAPSHOT_MARKER`` when a head's version moved.
+    """
+
+    condition: Column
+    assignments: dict[str, Column]
+
+
+def stale_snapshot_error() -> Column:
+    """The guard's abort as a Column: a lost race that ``is_lost_race`` recognises."""
+    return F.raise_error(F.lit(STALE_SNAPSHOT_MARKER))
+
+
 def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int:
-    """Commits ``plan`` as one MERGE and returns the Delta version it created.
+    """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE); returns its version.
 
     ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
     the commit writes (0: no cap).
     """
+    if plan.update is not None:
+        if plan.writes or plan.frames:
+            raise ValueError("a plan commits either rows (one MERGE) or one in-place update, not both")
+        _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
+        update: InPlaceUpdate = plan.update
+        DeltaTable.forPath(spark, table_path).update(update.condition, dict(update.assignments))
+        return committed_version(spark)
     frames = list(plan.frames)
     if plan.writes:
         frames.insert(0, local_source(spark, source_rows(plan.writes)))
@@ -266,24 +292,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     if small:
         for bound in id_bounds(plan.writes):
             condition = condition & bound
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
-    # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
-    # deletion vectors, and a local source needs no materializing. Bulk plans keep both (docs/DESIGN.md).
-    spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
-    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
-    # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
-    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
-    # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a
-    # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
-    if small:
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    else:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
-    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
-    if rows_per_file:
-        spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))
-    else:
-        spark.conf.unset("spark.databricks.delta.autoCompact.minFileSize")
+    _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file)
     (
         DeltaTable.forPath(spark, table_path)
         .alias("t")
@@ -310,6 +319,28 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         .execute()
     )
     return committed_version(spark)
+
+
+def _commit_settings(spark: SparkSession, operation: str, small: bool, rows_per_file: int) -> None:
+    """Session settings for the next commit: its user metadata, and how small plans avoid Spark jobs."""
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
+    # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
+    # deletion vectors, and a local source needs no materializing. Bulk plans keep both (docs/DESIGN.md).
+    spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
+    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
+    # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
+    # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a
+    # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
+    if small:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    else:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
+    if rows_per_file:
+        spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))
+    else:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minFileSize")
 
 
 def small_file_bytes(rows_per_file: int) -> int:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from chispa import assert_df_equality
+from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
+from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore, batch_claim
 
 pytestmark = pytest.mark.spark
 
@@ -126,3 +128,71 @@ def test_claim_batch_refuses_two_requests_on_the_same_group(recovering_store: St
         recovering_store.claim_batch(
             [ClaimRequest("audit", "g", "x", 0, ids=("1-0",)), ClaimRequest("audit", "g", "y", 0, ids=("2-0",))]
         )
+
+
+def _operations_since(spark: SparkSession, store: StreamStore, version: int) -> list[str]:
+    history = DeltaTable.forPath(spark, store.runner.state_path).history()
+    return [row["operation"] for row in history.where(f"version > {version}").orderBy("version").collect()]
+
+
+def test_claim_stale_rewrites_the_stale_rows_in_one_update_after_one_commit_creating_a_new_owner(
+    recovering_store: StreamStore, spark: SparkSession, clock: Clock
+) -> None:
+    store = recovering_store
+    before = store.runner.snapshot().version
+    assert before is not None
+    first = store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("orders-*",)), "rescuer")
+    clock.now += HOUR
+    second = store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("orders-1",)), "rescuer")
+
+    # The new owner is created (guarded MERGE), then each claim is one UPDATE: no source, no join.
+    assert _operations_since(spark, store, before) == ["MERGE", "UPDATE", "UPDATE"]
+    assert (first.total_claimed, second.total_claimed, second.attempts) == (20, 10, 1)
+    assert store.execute("XPENDING", "orders-1", "g", "-", "+", "1") == [[f"{T0}-0", "rescuer", 0, 3]]
+    assert store.execute("XINFO", "CONSUMERS", "orders-2", "g") == [
+        ["name", "dead", "pending", 0, "idle", 2 * HOUR, "inactive", 2 * HOUR],
+        ["name", "rescuer", "pending", 10, "idle", HOUR, "inactive", HOUR],
+    ]
+    # The group head moved with the claim, so a command that read before it re-runs (DESIGN.md).
+    assert store.execute("XINFO", "GROUPS", "orders-1")[0][:6] == ["name", "g", "consumers", 2, "pending", 10]
+
+
+def test_claim_stale_counts_again_when_the_group_changes_between_its_count_and_its_update(
+    recovering_store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = recovering_store
+    store.execute("XGROUP", "CREATECONSUMER", "audit", "g", "rescuer")
+    decide = batch_claim._decide_in_place
+    intruded: list[object] = []
+
+    def decide_then_intrude(*args: object, **kwargs: object) -> object:
+        decision = decide(*args, **kwargs)  # type: ignore[arg-type]
+        if not intruded:
+            # Another client claims one entry after the count and before the UPDATE: a real commit.
+            intruded.append(store.execute("XCLAIM", "audit", "g", "intruder", "0", f"{T0}-3", "JUSTID"))
+        return decision
+
+    monkeypatch.setattr(batch_claim, "_decide_in_place", decide_then_intrude)
+    result = store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("audit",)), "rescuer")
+
+    assert intruded == [[f"{T0}-3"]]
+    assert (result.attempts, result.counts) == (2, {("audit", "g"): (9, 0)})
+    assert sorted(store.execute("XPENDING", "audit", "g")[3]) == [["intruder", "1"], ["rescuer", "9"]]
+
+
+def test_two_threads_claiming_the_same_stale_group_claim_each_entry_exactly_once(
+    recovering_store: StreamStore,
+) -> None:
+    store = recovering_store
+    for name in ("left", "right"):
+        store.execute("XGROUP", "CREATECONSUMER", "audit", "g", name)
+    selection = StaleSelection(min_idle_ms=60_000, streams=("audit",))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda name: store.claim_stale(selection, name), ("left", "right")))
+
+    # The clock does not move: once one claim commits, no entry is stale for the other.
+    assert sorted(result.total_claimed for result in results) == [0, 10]
+    winner = "left" if results[0].total_claimed else "right"
+    assert store.execute("XPENDING", "audit", "g")[3] == [[winner, "10"]]
+    counts = {row[3] for row in store.execute("XPENDING", "audit", "g", "-", "+", "10")}
+    assert counts == {2}

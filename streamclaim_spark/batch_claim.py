@@ -352,11 +352,8 @@ def _claim_in_place(
     after it leaves an idle consumer, as XGROUP CREATECONSUMER would), and a selection that meets
     entries deleted from their stream returns None: the MERGE path purges them, as XAUTOCLAIM does.
     """
-    attempts = 0
 
     def attempt(_: int) -> tuple[_InPlaceDecision, int | None, str]:
-        nonlocal attempts
-        attempts += 1
         decided: list[_InPlaceDecision] = []
 
         def decide(ctx: Context) -> None:
@@ -392,7 +389,8 @@ def _claim_in_place(
         runner.transact("CLAIM STALE", rewrite, policy=_ONE_ATTEMPT)
         return decision, runner.last_commit_version, txn[0]
 
-    decision, version, txn = run_with_retries(_unwrap_lost_race(attempt), runner.retry_policy, "CLAIM STALE")[0]
+    outcome, attempts = run_with_retries(_unwrap_lost_race(attempt), runner.retry_policy, "CLAIM STALE")
+    decision, version, txn = outcome
     if decision.purges:
         return None
     if version is None:

@@ -1,6 +1,7 @@
 """Shapes typed results into the values a RESP2 client without reply parsing returns.
 
-Status and bulk replies are ``str``, integers ``int``, arrays ``list``, and both nil kinds ``None``.
+Bulk replies are ``str``, status replies ``Status`` (a ``str`` that says it came as ``+OK``, not ``$2 OK``),
+integers ``int``, arrays ``list``, and both nil kinds ``None``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,23 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamclaim_spark.model import Entry
+
+
+class Status(str):
+    """A status (simple string) reply such as ``OK``: equal to its text, framed ``+OK`` on the wire."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Status({str.__repr__(self)})"
+
+
+OK = Status("OK")
+
+
+def help_reply(lines: Iterable[str]) -> list[Any]:
+    """A HELP reply: Redis sends each line as a status reply."""
+    return [Status(line) for line in lines]
 
 
 def entry_reply(entry: Entry | None, entry_id: Any = None) -> list[Any]:

@@ -4,8 +4,9 @@ redis-py strips the error code ("ERR ", "NOGROUP ") from error replies and post-
 parity harness talks to the real server through this client instead: every reply comes back exactly as the
 server framed it, and errors raise ``ReplyError`` with the full line, the same way the store raises them.
 
-Reply mapping: simple string -> str, error -> raise ReplyError(line), integer -> int, bulk string -> str (UTF-8;
-bytes when the payload is not valid UTF-8), null bulk / null array -> None, array -> list (recursively).
+Reply mapping: simple string -> ``Status`` (a str, as the store returns ``+OK``), error -> raise
+ReplyError(line), integer -> int, bulk string -> str (UTF-8; bytes when the payload is not valid UTF-8),
+null bulk / null array -> None, array -> list (recursively).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import socket
 from typing import TypeAlias
 
 from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.replies import Status
 
 Reply: TypeAlias = "int | str | bytes | list[Reply] | None"
 """A decoded RESP2 reply (errors are raised, never returned)."""
@@ -120,7 +122,7 @@ class RespClient:
             raise ProtocolError("empty reply line")
         kind, rest = line[:1], line[1:]
         if kind == b"+":
-            return rest.decode("utf-8", errors="replace")
+            return Status(rest.decode("utf-8", errors="replace"))
         if kind == b"-":
             return _NestedError(rest.decode("utf-8", errors="replace"))
         if kind == b":":

@@ -28,7 +28,7 @@ from streamclaim_spark.errors import (
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
 from streamclaim_spark.lag import entries_read_reply, lag
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
-from streamclaim_spark.replies import entry_reply, flat_record
+from streamclaim_spark.replies import OK, entry_reply, flat_record, help_reply
 from streamclaim_spark.schema import group_partition, in_partitions
 from streamclaim_spark.transaction import source_frame_for_deletes
 
@@ -104,7 +104,7 @@ def run_xgroup(ctx: Context, request: XGroup) -> Any:
     argv = request.argv
     sub = request.subcommand
     if sub == "help" and len(argv) == 2:
-        return list(XGROUP_HELP)
+        return help_reply(XGROUP_HELP)
     key, name = argv[2], argv[3]
     meta = ctx.snapshot.stream(key)
     group = ctx.snapshot.group(key, name) if meta is not None else None
@@ -120,7 +120,7 @@ def run_xgroup(ctx: Context, request: XGroup) -> Any:
         assert meta is not None and group is not None
         last_id = meta.last_id if is_token(argv[4], "$") else parse_id(argv[4], strict=False)
         put_group(ctx, group, replace(group, last_id=last_id, entries_read=request.entries_read))
-        return "OK"
+        return OK
     if sub == "destroy" and len(argv) == 4:
         if group is None:
             return 0
@@ -159,7 +159,7 @@ def _create(
     new_group = GroupMeta(key, name, last_id, entries_read)
     ctx.plan.add(Write(group_head_row(new_group, ctx.txn), guard=True, expect_version=None))
     put_stream_head(ctx, meta, replace(stream, groups=(*stream.groups, name)))
-    return "OK"
+    return OK
 
 
 def group_or_nogroup(ctx: Context, key: str, name: str) -> GroupMeta:
@@ -206,7 +206,7 @@ def _delete_consumer(ctx: Context, group: GroupMeta, consumer: str) -> int:
 def run_xinfo(ctx: Context, argv: Sequence[str]) -> Any:
     sub = argv[1].lower()
     if sub == "help":
-        return list(XINFO_HELP)
+        return help_reply(XINFO_HELP)
     key = argv[2]
     meta = ctx.snapshot.stream(key)
     if meta is None:

@@ -27,6 +27,7 @@ from streamclaim_spark.model import (
     stream_head_key,
     stream_head_row,
 )
+from streamclaim_spark.replies import OK
 from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.transaction import source_frame_for_deletes
@@ -399,7 +400,7 @@ def run_xsetid(ctx: Context, request: XSetId) -> str:
     if request.max_deleted_id is not None and not request.max_deleted_id.is_zero:
         after = replace(after, max_deleted_id=request.max_deleted_id)
     put_stream_head(ctx, meta, after)
-    return "OK"
+    return OK
 
 
 def run_del(ctx: Context, keys: Sequence[str]) -> int:

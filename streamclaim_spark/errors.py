@@ -46,6 +46,10 @@ XGROUP_KEY_REQUIRED = (
 )
 
 
+# How much of a client's argument Redis quotes in an error line (``%.128s``).
+_SHOWN_MAX = 128
+
+
 def wrong_arity(fullname: str) -> ReplyError:
     """``ERR wrong number of arguments for 'xadd' command`` (fullname is lowercase, ``xgroup|create``)."""
     return ReplyError(f"ERR wrong number of arguments for '{fullname}' command")
@@ -53,14 +57,19 @@ def wrong_arity(fullname: str) -> ReplyError:
 
 def unknown_command(name: str, args: list[str]) -> ReplyError:
     """The error Redis gives for a command name it does not know."""
-    # Redis quotes each argument and follows it with a space, so the line ends in a space.
-    shown = "".join(f"'{arg}' " for arg in args)
-    return ReplyError(f"ERR unknown command '{name}', with args beginning with: {shown}")
+    # Redis quotes each argument and follows it with a space (so the line ends in a space), and stops
+    # adding arguments once 128 characters are shown, cutting the last one to fit; names over 128 are cut.
+    shown = ""
+    for arg in args:
+        if len(shown) >= _SHOWN_MAX:
+            break
+        shown += f"'{arg[: _SHOWN_MAX - len(shown)]}' "
+    return ReplyError(f"ERR unknown command '{name[:_SHOWN_MAX]}', with args beginning with: {shown}")
 
 
 def unknown_subcommand(subcommand: str, container: str) -> ReplyError:
     """``ERR unknown subcommand 'foo'. Try XGROUP HELP.``"""
-    return ReplyError(f"ERR unknown subcommand '{subcommand}'. Try {container} HELP.")
+    return ReplyError(f"ERR unknown subcommand '{subcommand[:_SHOWN_MAX]}'. Try {container} HELP.")
 
 
 def subcommand_syntax(subcommand: str, container: str) -> ReplyError:

@@ -178,13 +178,14 @@ class StreamStore:
 
     # --- Redis --------------------------------------------------------------------------------------------
 
-    def execute(self, *argv: str | bytes) -> Any:
+    def execute(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
         """Runs one Redis command given as its argv and returns what a RESP2 client would.
 
-        Status and bulk replies come back as ``str``, integers as ``int``, arrays as ``list``, nil as
-        None. A Redis error raises ``ReplyError`` whose ``str()`` is the full error line.
+        Bulk replies come back as ``str``, status replies as ``replies.Status`` (a ``str``), integers as
+        ``int``, arrays as ``list``, nil as None. A Redis error raises ``ReplyError`` whose ``str()`` is the
+        full error line. ``cancelled``, polled while a BLOCK read waits, ends the wait with a nil reply.
         """
-        return dispatch(self.runner, decode_argv(argv))
+        return dispatch(self.runner, decode_argv(argv), cancelled)
 
 
 def decode_argv(argv: Sequence[str | bytes]) -> list[str]:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
 from streamclaim_spark.commands import groups, pending, reading, streams
 from streamclaim_spark.commands.args import check_arity, is_token
-from streamclaim_spark.errors import unknown_command, unknown_subcommand
-from streamclaim_spark.replies import entries_reply, entry_reply
+from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand
+from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner
@@ -31,7 +32,13 @@ def command(name: str, arity: int) -> Callable[[Handler], Handler]:
     return register
 
 
-def dispatch(runner: Runner, argv: Sequence[str]) -> Any:
+# Set by ``dispatch`` for the command running in this thread: a blocked read stops waiting (and
+# replies nil, as on a timeout) once it returns True, e.g. when the server's client went away.
+_CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("streamclaim_cancelled", default=None)
+
+
+def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] | None = None) -> Any:
+    """Runs one command; ``cancelled`` lets a caller end a BLOCK wait early (it is polled between reads)."""
     if not argv:
         raise unknown_command("", [])
     name = argv[0].lower()
@@ -39,7 +46,21 @@ def dispatch(runner: Runner, argv: Sequence[str]) -> Any:
         raise unknown_command(argv[0], list(argv[1:]))
     arity, handler = _HANDLERS[name]
     check_arity(argv, arity, name)
-    return handler(runner, argv)
+    token = _CANCELLED.set(cancelled)
+    try:
+        return handler(runner, argv)
+    finally:
+        _CANCELLED.reset(token)
+
+
+def command_names() -> list[str]:
+    """The data commands ``dispatch`` knows, lowercase (the server adds its connection commands)."""
+    return sorted(_HANDLERS)
+
+
+def command_arity(name: str) -> int:
+    """Redis' arity of a data command (positive: exact argc, negative: at least)."""
+    return _HANDLERS[name][0]
 
 
 @command("xadd", -5)
@@ -93,6 +114,29 @@ def _del(runner: Runner, argv: Sequence[str]) -> Any:
 @command("exists", -2)
 def _exists(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("EXISTS", lambda ctx: streams.run_exists(ctx, argv[1:]))
+
+
+@command("type", 2)
+def _type(runner: Runner, argv: Sequence[str]) -> Any:
+    exists = runner.transact("TYPE", lambda ctx: streams.run_exists(ctx, argv[1:]))
+    return Status("stream") if exists else Status("none")
+
+
+@command("dbsize", 1)
+def _dbsize(runner: Runner, argv: Sequence[str]) -> Any:
+    return runner.transact("DBSIZE", lambda ctx: len(ctx.snapshot.all_streams()))
+
+
+def _flush(runner: Runner, argv: Sequence[str]) -> Any:
+    """FLUSHDB/FLUSHALL [ASYNC|SYNC]: deletes every stream with its groups in one commit (db 0 is all)."""
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].upper() not in ("ASYNC", "SYNC")):
+        raise ReplyError(SYNTAX)
+    runner.transact(argv[0].upper(), lambda ctx: streams.run_del(ctx, [m.key for m in ctx.snapshot.all_streams()]))
+    return OK
+
+
+command("flushdb", -1)(_flush)
+command("flushall", -1)(_flush)
 
 
 def _subcommand(argv: Sequence[str], arities: dict[str, int]) -> str:
@@ -166,8 +210,11 @@ def _read_with_block(
 ) -> Any:
     started = time.monotonic()
     served = runner.transact(operation, lambda ctx: run(ctx, request))
+    cancelled = _CANCELLED.get()
     while served is None and request.block_ms is not None:
         if request.block_ms and (time.monotonic() - started) * 1000 >= request.block_ms:
+            break
+        if cancelled is not None and cancelled():
             break
         time.sleep(BLOCK_POLL_INTERVAL_S)
         if runner.transact(f"{operation} poll", lambda ctx: reading.has_new_entries(ctx, request)):

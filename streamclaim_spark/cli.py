@@ -20,7 +20,15 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.config import ASSIGN_MODES, AppConfig, ConfigError, Key, SparkConfig, load_config
+from streamclaim_spark.config import (
+    ASSIGN_MODES,
+    AppConfig,
+    ConfigError,
+    Key,
+    SparkConfig,
+    flag_overrides,
+    load_config,
+)
 from streamclaim_spark.recovery import (
     PARTIAL,
     RecoveryFailedError,
@@ -140,10 +148,7 @@ def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
         ("driver_memory", ("spark", "driver_memory")),
         ("spark_log_level", ("spark", "log_level")),
     ]
-    for attribute, key in flags:
-        value = getattr(args, attribute)
-        if value is not None:
-            overrides[key] = (value, "--" + attribute.replace("_", "-"))
+    overrides.update(flag_overrides(args, flags))
     for setting in args.spark_conf:
         name, equals, value = setting.partition("=")
         if not equals or not name:

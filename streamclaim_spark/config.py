@@ -8,6 +8,7 @@ naming the file (or flag) and the key, and saying how to fix it. Nothing here to
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -127,6 +128,51 @@ class RecoveryOptions:
 
 
 @dataclass(frozen=True)
+class ServerConfig:
+    """How streamclaim-server listens (the ``[server]`` table; docs/SERVER.md).
+
+    Args:
+        bind: Address to listen on (default loopback). Any other address needs ``requirepass``.
+        port: TCP port (default 6390; 0 picks a free one).
+        requirepass: The password of the ``default`` user (AUTH); empty: no AUTH.
+        max_clients: Most connections served at once; one more gets Redis' "max number of clients" error.
+        max_bulk_bytes: Longest argument a command may carry (Redis' proto-max-bulk-len).
+        max_arguments: Most arguments one command may carry.
+        allow_flush: Let FLUSHDB and FLUSHALL delete every stream (off: they are refused).
+    """
+
+    bind: str = "127.0.0.1"
+    port: int = 6390
+    requirepass: str = ""
+    max_clients: int = 1000
+    max_bulk_bytes: int = 64 * 1024 * 1024
+    max_arguments: int = 1024 * 1024
+    allow_flush: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port={self.port}: give a TCP port from 1 to 65535 (0 picks a free one)")
+        if not is_loopback(self.bind) and not self.requirepass:
+            raise ValueError(
+                f"bind={self.bind!r} is not a loopback address and no requirepass is set: anyone who reaches "
+                "the port could read and delete every stream; set requirepass (or bind 127.0.0.1)"
+            )
+        for name in ("max_clients", "max_bulk_bytes", "max_arguments"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}: give 1 or more")
+
+
+def is_loopback(address: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ::1: addresses only this machine can reach."""
+    if address.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
 class AppConfig:
     """The whole configuration of a job run, and the files it came from."""
 
@@ -134,6 +180,7 @@ class AppConfig:
     spark: SparkConfig
     recover_stale: RecoveryOptions
     sources: tuple[str, ...] = ()
+    server: ServerConfig = field(default_factory=ServerConfig)
 
 
 # --- the key schema --------------------------------------------------------------------------------------
@@ -167,6 +214,18 @@ def _boolean(value: Any) -> bool:
 def _positive_int(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise _Invalid("must be a whole number of 1 or more (no quotes)")
+    return value
+
+
+def _port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise _Invalid("must be a TCP port from 0 to 65535 (no quotes; 0 picks a free port)")
+    return value
+
+
+def _password(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Invalid('must be a string ("" for no password)')
     return value
 
 
@@ -235,6 +294,13 @@ _LEAVES: dict[Key, Parser] = {
     ("jobs", "recover_stale", "dead_letter"): _boolean,
     ("jobs", "recover_stale", "max_deliveries"): _positive_int,
     ("jobs", "recover_stale", "dry_run"): _boolean,
+    ("server", "bind"): _text,
+    ("server", "port"): _port,
+    ("server", "requirepass"): _password,
+    ("server", "max_clients"): _positive_int,
+    ("server", "max_bulk_bytes"): _positive_int,
+    ("server", "max_arguments"): _positive_int,
+    ("server", "allow_flush"): _boolean,
 }
 SPARK_CONF: Key = ("spark", "conf")
 # Settings with a typed key of their own, so there is one place to set them.
@@ -376,7 +442,21 @@ def load_config(
             "dry_run": (*job, "dry_run"),
         },
     )
-    return AppConfig(store=store, spark=spark, recover_stale=recover, sources=tuple(str(p) for p in layers))
+    server = parsed.build(
+        ServerConfig,
+        {
+            "bind": ("server", "bind"),
+            "port": ("server", "port"),
+            "requirepass": ("server", "requirepass"),
+            "max_clients": ("server", "max_clients"),
+            "max_bulk_bytes": ("server", "max_bulk_bytes"),
+            "max_arguments": ("server", "max_arguments"),
+            "allow_flush": ("server", "allow_flush"),
+        },
+    )
+    return AppConfig(
+        store=store, spark=spark, recover_stale=recover, sources=tuple(str(p) for p in layers), server=server
+    )
 
 
 def resolve_store_path(path: str, project_root: Path) -> str:
@@ -420,6 +500,17 @@ class _Parsed:
         for key in sorted(k for k in self.values if k[:-1] == SPARK_CONF):
             conf[key[-1]] = self.get(key, _spark_value)
         return conf
+
+
+def flag_overrides(args: object, flags: Iterable[tuple[str, Key]]) -> dict[Key, tuple[Any, str]]:
+    """Overrides from parsed command-line flags: each (attribute, key) given (not None) sets ``key``,
+    credited to the flag ``--attribute-name`` in error messages."""
+    overrides: dict[Key, tuple[Any, str]] = {}
+    for attribute, key in flags:
+        value = getattr(args, attribute)
+        if value is not None:
+            overrides[key] = (value, "--" + attribute.replace("_", "-"))
+    return overrides
 
 
 def known_keys() -> Iterable[str]:

@@ -1,0 +1,598 @@
+"""streamclaim-server: the store behind the Redis protocol, for redis-cli, redis-py and any Redis client.
+
+One process, one SparkSession, one ``StreamStore``; a thread per connection reads its commands in order
+and runs each data command through ``StreamStore.execute`` (the one implementation of every command), so
+commands of different connections run concurrently as the store allows. The connection-level commands a
+client library sends (PING, AUTH, HELLO, SELECT, CLIENT, COMMAND, INFO, QUIT ...) are answered here.
+Framing is ``wire``; what is supported and what is not is docs/SERVER.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hmac
+import importlib.metadata
+import itertools
+import logging
+import os
+import platform
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from streamclaim_spark.commands import command_arity, command_names
+from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
+from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand, wrong_arity
+from streamclaim_spark.replies import OK, Status
+from streamclaim_spark.store import StreamStore
+from streamclaim_spark.wire import (
+    Map,
+    ProtocolViolation,
+    RequestLimits,
+    RequestReader,
+    as_resp3,
+    encode_error,
+    encode_reply,
+)
+
+log = logging.getLogger("streamclaim_spark.server")
+
+PROG = "streamclaim-server"
+# The Redis version whose replies the store reproduces (tests/parity runs against it).
+REDIS_COMPAT_VERSION = "7.0.15"
+PASSWORD_ENV = "STREAMCLAIM_REQUIREPASS"
+MAX_CLIENTS_REACHED = "ERR max number of clients reached"
+NOAUTH = "NOAUTH Authentication required."
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+NO_PASSWORD_SET = (
+    "ERR AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+NOAUTH_HELLO = (
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH "
+    "<user> <pass> option can be used to authenticate the client and select the RESP protocol version at the "
+    "same time"
+)
+NOPROTO = "NOPROTO unsupported protocol version"
+DB_OUT_OF_RANGE = "ERR DB index is out of range"
+NOT_AN_INTEGER = "ERR value is not an integer or out of range"
+BAD_CLIENT_NAME = "ERR Client names cannot contain spaces, newlines or special characters."
+FLUSH_DISABLED = (
+    "ERR {name} is disabled on this server: it deletes every stream. Start streamclaim-server with "
+    "--allow-flush (or set [server] allow_flush = true) to allow it"
+)
+_RECV_BYTES = 64 * 1024
+# How often an idle connection thread looks at the shutdown flag.
+_POLL_S = 0.2
+
+
+@dataclass
+class Client:
+    """One connection's state, as CLIENT LIST shows it."""
+
+    id: int
+    address: str
+    authenticated: bool
+    protocol: int = 2
+    name: str = ""
+    library: dict[str, str] = field(default_factory=dict)
+    created: float = field(default_factory=time.monotonic)
+    last_command: str = "NULL"
+
+    def describe(self) -> str:
+        age = int(time.monotonic() - self.created)
+        return f"id={self.id} addr={self.address} name={self.name} age={age} db=0 cmd={self.last_command}"
+
+
+class _Quit(Exception):
+    """Close the connection once the pending reply is sent."""
+
+
+# --- connection-level commands -------------------------------------------------------------------------------
+
+# name -> (arity, handler); the handler gets the server, the client and the decoded argv.
+_Handler = Callable[["StreamClaimServer", Client, list[str]], Any]
+_CONNECTION_COMMANDS: dict[str, tuple[int, _Handler]] = {}
+# Commands a client may send before AUTH (Redis' CMD_NO_AUTH).
+_NO_AUTH = {"auth", "hello", "quit"}
+# Data commands that write (for COMMAND INFO's flags).
+_WRITE_COMMANDS = {"xadd", "xdel", "xtrim", "xsetid", "xgroup", "xack", "xclaim", "xautoclaim", "xreadgroup", "del"}
+_WRITE_COMMANDS |= {"flushdb", "flushall"}
+
+
+def _connection_command(name: str, arity: int) -> Callable[[_Handler], _Handler]:
+    def register(handler: _Handler) -> _Handler:
+        _CONNECTION_COMMANDS[name] = (arity, handler)
+        return handler
+
+    return register
+
+
+@_connection_command("ping", -1)
+def _ping(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    if len(argv) > 2:
+        raise wrong_arity("ping")
+    return Status("PONG") if len(argv) == 1 else argv[1]
+
+
+@_connection_command("echo", 2)
+def _echo(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    return argv[1]
+
+
+@_connection_command("quit", -1)
+def _quit(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    raise _Quit
+
+
+@_connection_command("auth", -2)
+def _auth(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    if len(argv) > 3:
+        raise ReplyError(SYNTAX)
+    if len(argv) == 2 and not server.config.requirepass:
+        raise ReplyError(NO_PASSWORD_SET)
+    user, password = ("default", argv[1]) if len(argv) == 2 else (argv[1], argv[2])
+    if not server.check_password(user, password):
+        raise ReplyError(WRONGPASS)
+    client.authenticated = True
+    return OK
+
+
+@_connection_command("hello", -1)
+def _hello(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    protocol = client.protocol
+    if len(argv) >= 2:
+        try:
+            protocol = int(argv[1])
+        except ValueError:
+            raise ReplyError("ERR Protocol version is not an integer or out of range") from None
+        if protocol not in (2, 3):
+            raise ReplyError(NOPROTO)
+    name = None
+    at = 2
+    while at < len(argv):
+        option = argv[at].lower()
+        if option == "auth" and at + 2 < len(argv):
+            if not server.check_password(argv[at + 1], argv[at + 2]):
+                raise ReplyError(WRONGPASS)
+            client.authenticated = True
+            at += 3
+        elif option == "setname" and at + 1 < len(argv):
+            name = _valid_client_name(argv[at + 1])
+            at += 2
+        else:
+            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[at]}'")
+    if not client.authenticated:
+        raise ReplyError(NOAUTH_HELLO)
+    if name is not None:
+        client.name = name
+    client.protocol = protocol
+    return Map(
+        (
+            ("server", "redis"), ("version", REDIS_COMPAT_VERSION), ("proto", protocol), ("id", client.id),
+            ("mode", "standalone"), ("role", "master"), ("modules", []),
+        )
+    )  # fmt: skip
+
+
+@_connection_command("select", 2)
+def _select(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    try:
+        index = int(argv[1])
+    except ValueError:
+        raise ReplyError(NOT_AN_INTEGER) from None
+    if index != 0:
+        # One store is one database: db 0 (docs/SERVER.md).
+        raise ReplyError(DB_OUT_OF_RANGE)
+    return OK
+
+
+_CLIENT_ARITY = {"id": 2, "getname": 2, "setname": 3, "setinfo": 4, "list": -2, "info": 2, "help": 2}
+_CLIENT_HELP = [
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "LIST",
+    "    Return information about client connections.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are: LIB-NAME, LIB-VER.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "HELP",
+    "    Print this help.",
+]
+
+
+@_connection_command("client", -2)
+def _client(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    sub = _subcommand(argv, _CLIENT_ARITY)
+    if sub == "id":
+        return client.id
+    if sub == "getname":
+        return client.name or None
+    if sub == "setname":
+        client.name = _valid_client_name(argv[2])
+        return OK
+    if sub == "setinfo":
+        attribute = argv[2].lower()
+        if attribute not in ("lib-name", "lib-ver"):
+            raise ReplyError(f"ERR Unrecognized option '{argv[2]}'")
+        client.library[attribute] = argv[3]
+        return OK
+    if sub == "info":
+        return client.describe() + "\n"
+    if sub == "list":
+        return "".join(other.describe() + "\n" for other in server.clients())
+    return [Status(line) for line in _CLIENT_HELP]
+
+
+def _valid_client_name(name: str) -> str:
+    if any(not "!" <= char <= "~" for char in name):
+        raise ReplyError(BAD_CLIENT_NAME)
+    return name
+
+
+_COMMAND_ARITY = {"count": 2, "info": -2, "docs": -2, "list": -2, "help": 2}
+
+
+@_connection_command("command", -1)
+def _command(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    if len(argv) == 1:
+        return [_command_info(name) for name in _all_commands()]
+    sub = _subcommand(argv, _COMMAND_ARITY)
+    if sub == "count":
+        return len(_all_commands())
+    if sub == "info":
+        return [_command_info(name.lower()) if name.lower() in _all_commands() else None for name in argv[2:]]
+    if sub == "docs":
+        # No documentation is served: an empty map, which redis-cli takes as "no hints".
+        return Map(())
+    if sub == "list":
+        return list(_all_commands())
+    return [Status(line) for line in ("COMMAND <subcommand>. Subcommands are: COUNT, DOCS, INFO, LIST, HELP",)]
+
+
+def _all_commands() -> list[str]:
+    return sorted({*command_names(), *_CONNECTION_COMMANDS})
+
+
+def _command_info(name: str) -> list[Any]:
+    """COMMAND INFO's record: name, arity, flags, first key, last key, key step, ACL categories, tips, key
+    specs, subcommands (the last four empty)."""
+    if name in _CONNECTION_COMMANDS:
+        arity = _CONNECTION_COMMANDS[name][0]
+        flags, keys = ["fast", "no-auth" if name in _NO_AUTH else "loading"], (0, 0, 0)
+    else:
+        arity = command_arity(name)
+        flags = ["write"] if name in _WRITE_COMMANDS else ["readonly"]
+        if name in ("xread", "xreadgroup"):
+            flags, keys = [*flags, "blocking", "movablekeys"], (0, 0, 0)
+        elif name in ("del", "exists"):
+            keys = (1, -1, 1)
+        elif name in ("dbsize", "flushdb", "flushall"):
+            keys = (0, 0, 0)
+        else:
+            keys = (1, 1, 1)
+    return [name, arity, [Status(flag) for flag in flags], *keys, [], [], [], []]
+
+
+@_connection_command("info", -1)
+def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    wanted = {section.lower() for section in argv[1:]} or {"default"}
+    everything = bool(wanted & {"all", "everything", "default"})
+    sections = []
+    if everything or "server" in wanted:
+        sections.append(
+            "# Server\r\n"
+            f"redis_version:{REDIS_COMPAT_VERSION}\r\n"
+            f"streamclaim_spark_version:{importlib.metadata.version('streamclaim-spark')}\r\n"
+            "redis_mode:standalone\r\n"
+            f"os:{platform.system()} {platform.release()} {platform.machine()}\r\n"
+            "arch_bits:64\r\n"
+            f"process_id:{os.getpid()}\r\n"
+            f"tcp_port:{server.port}\r\n"
+            f"uptime_in_seconds:{int(time.monotonic() - server.started)}\r\n"
+            f"store_path:{server.store.path}\r\n"
+        )
+    if everything or "clients" in wanted:
+        sections.append(
+            f"# Clients\r\nconnected_clients:{len(server.clients())}\r\nmaxclients:{server.config.max_clients}\r\n"
+        )
+    if everything or "keyspace" in wanted:
+        keys = server.store.execute("DBSIZE")
+        sections.append("# Keyspace\r\n" + (f"db0:keys={keys},expires=0,avg_ttl=0\r\n" if keys else ""))
+    return "\r\n".join(sections)
+
+
+def _subcommand(argv: list[str], arities: dict[str, int]) -> str:
+    sub = argv[1].lower()
+    if sub not in arities:
+        raise unknown_subcommand(argv[1], argv[0].upper())
+    count = len(argv)
+    arity = arities[sub]
+    if (arity > 0 and count != arity) or (arity < 0 and count < -arity):
+        raise wrong_arity(f"{argv[0].lower()}|{sub}")
+    return sub
+
+
+# --- the server -------------------------------------------------------------------------------------------------
+
+
+class StreamClaimServer:
+    """Serves one store over RESP2 on ``config.bind``:``config.port`` until ``stop``.
+
+    ``start`` binds and returns at once (the accept loop runs in a thread); ``port`` is then the bound port
+    (useful with port 0). ``stop`` refuses new connections and commands, lets running commands finish and
+    reply (a blocked read ends with nil), then closes every connection.
+    """
+
+    def __init__(self, store: StreamStore, config: ServerConfig | None = None) -> None:
+        self.store = store
+        self.config = config or ServerConfig()
+        self.limits = RequestLimits(self.config.max_bulk_bytes, self.config.max_arguments)
+        self.started = time.monotonic()
+        self.port = 0
+        self._listener: socket.socket | None = None
+        self._stopping = threading.Event()
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._clients: dict[int, tuple[Client, socket.socket, threading.Thread]] = {}
+        self._acceptor: threading.Thread | None = None
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def start(self) -> StreamClaimServer:
+        family = socket.AF_INET6 if ":" in self.config.bind else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.config.bind, self.config.port))
+        listener.listen(511)
+        listener.settimeout(_POLL_S)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        self._acceptor = threading.Thread(target=self._accept_loop, name="streamclaim-accept", daemon=True)
+        self._acceptor.start()
+        log.info("ready on %s:%d, store %s", self.config.bind, self.port, self.store.path)
+        return self
+
+    def stop(self, grace_s: float = 60.0) -> None:
+        """Refuses new connections and commands, waits up to ``grace_s`` for running ones, closes the rest."""
+        self._stopping.set()
+        if self._acceptor is not None:
+            self._acceptor.join()
+        deadline = time.monotonic() + grace_s
+        for _, _, thread in self._connections():
+            thread.join(max(0.0, deadline - time.monotonic()))
+        for _, sock, _ in self._connections():
+            with contextlib.suppress(OSError):
+                sock.close()
+        log.info("stopped")
+
+    def clients(self) -> list[Client]:
+        return [client for client, _, _ in self._connections()]
+
+    def check_password(self, user: str, password: str) -> bool:
+        """The ``default`` user's password (any password when none is set, as Redis' nopass user)."""
+        if user != "default":
+            return False
+        expected = self.config.requirepass
+        return not expected or hmac.compare_digest(password.encode("utf-8"), expected.encode("utf-8"))
+
+    def _connections(self) -> list[tuple[Client, socket.socket, threading.Thread]]:
+        with self._lock:
+            return list(self._clients.values())
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        with self._listener:
+            while not self._stopping.is_set():
+                try:
+                    sock, address = self._listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    if self._stopping.is_set():
+                        return
+                    raise
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._admit(sock, f"{address[0]}:{address[1]}")
+
+    def _admit(self, sock: socket.socket, address: str) -> None:
+        with self._lock:
+            if len(self._clients) >= self.config.max_clients:
+                with contextlib.suppress(OSError):
+                    sock.sendall(encode_error(MAX_CLIENTS_REACHED))
+                sock.close()
+                return
+            client = Client(next(self._ids), address, authenticated=not self.config.requirepass)
+            thread = threading.Thread(target=self._serve, args=(client, sock), name=f"streamclaim-client-{client.id}")
+            self._clients[client.id] = (client, sock, thread)
+        thread.start()
+
+    def _serve(self, client: Client, sock: socket.socket) -> None:
+        """One connection: read requests, run them in order, reply; until QUIT, EOF, a violation or stop."""
+        reader = RequestReader(self.limits)
+        # Blocking sends (a large reply to a slow reader must not time out); reads wait in select so the
+        # thread sees the shutdown flag.
+        sock.settimeout(None)
+        try:
+            while not self._stopping.is_set():
+                readable, _, _ = select.select([sock], [], [], _POLL_S)
+                if not readable:
+                    continue
+                data = sock.recv(_RECV_BYTES)
+                if not data:
+                    return
+                reader.feed(data)
+                while not self._stopping.is_set():
+                    try:
+                        argv = reader.next_request()
+                    except ProtocolViolation as violation:
+                        log.info("client %s: %s; closing the connection", client.address, violation.line)
+                        sock.sendall(encode_error(violation.line))
+                        return
+                    if argv is None:
+                        break
+                    reply, close = self._run(client, sock, argv)
+                    sock.sendall(reply)
+                    if close:
+                        return
+        except OSError as error:
+            log.debug("client %s: connection error %s", client.address, error)
+        finally:
+            with self._lock:
+                self._clients.pop(client.id, None)
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _run(self, client: Client, sock: socket.socket, raw: list[bytes]) -> tuple[bytes, bool]:
+        """One command's reply bytes, and whether to close the connection after sending them."""
+        name = raw[0].decode("utf-8", "replace").lower()
+        client.last_command = name
+        try:
+            reply = self._execute(client, sock, name, raw)
+            if client.protocol == 3:
+                reply = as_resp3(reply, [arg.decode("utf-8", "replace") for arg in raw[:3]])
+            return encode_reply(reply, name, client.protocol), False
+        except _Quit:
+            return encode_reply(OK), True
+        except ReplyError as error:
+            return encode_error(error.line), False
+        except Exception as error:
+            log.exception("client %s: %s failed", client.address, name)
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            return encode_error(
+                f"ERR internal error in streamclaim-server: {type(error).__name__}: {first_line}"
+            ), False
+
+    def _execute(self, client: Client, sock: socket.socket, name: str, raw: list[bytes]) -> Any:
+        if name in _CONNECTION_COMMANDS:
+            argv = [arg.decode("utf-8", "replace") for arg in raw]
+            arity, handler = _CONNECTION_COMMANDS[name]
+            if (arity > 0 and len(argv) != arity) or (arity < 0 and len(argv) < -arity):
+                raise wrong_arity(name)
+            if not client.authenticated and name not in _NO_AUTH:
+                raise ReplyError(NOAUTH)
+            return handler(self, client, argv)
+        if name not in command_names():
+            raise unknown_command(raw[0].decode("utf-8", "replace"), [a.decode("utf-8", "replace") for a in raw[1:]])
+        arity = command_arity(name)
+        if (arity > 0 and len(raw) != arity) or (arity < 0 and len(raw) < -arity):
+            # Redis checks the arity before AUTH.
+            raise wrong_arity(name)
+        if not client.authenticated:
+            raise ReplyError(NOAUTH)
+        if name in ("flushdb", "flushall") and not self.config.allow_flush:
+            raise ReplyError(FLUSH_DISABLED.format(name=name.upper()))
+        return self.store.execute(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """True once the client has closed its end (a blocked read then stops waiting, as Redis unblocks it)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
+
+
+# --- the console script --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Serve a streamclaim store over the Redis protocol: point redis-cli, redis-py or any Redis "
+        "client at it. Settings come from conf/base.toml, then conf/local.toml, then these flags "
+        "(docs/SERVER.md).",
+    )
+    parser.add_argument("--conf-dir", default=os.environ.get("STREAMCLAIM_CONF_DIR", "conf"), help="conf folder")
+    parser.add_argument("--store", metavar="PATH", help="folder of the store; created when missing [store.path]")
+    parser.add_argument("--bind", metavar="ADDRESS", help="address to listen on [server.bind]")
+    parser.add_argument("--port", type=int, help="TCP port, 0 for any free one [server.port]")
+    parser.add_argument(
+        "--requirepass",
+        metavar="PASSWORD",
+        help=f"password of the default user [server.requirepass]; ${PASSWORD_ENV} keeps it out of `ps`",
+    )
+    parser.add_argument("--max-clients", type=int, metavar="N", help="most connections at once [server.max_clients]")
+    parser.add_argument(
+        "--allow-flush", action="store_true", default=None, help="let FLUSHDB/FLUSHALL delete every stream"
+    )
+    parser.add_argument("--master", help="Spark master URL [spark.master]")
+    parser.add_argument("--log-level", default="INFO", help="this process' log level (default INFO)")
+    return parser
+
+
+def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Key, tuple[Any, str]]:
+    overrides: dict[Key, tuple[Any, str]] = {}
+    if args.store is not None:
+        overrides[("store", "path")] = (
+            os.path.abspath(args.store) if "://" not in args.store else args.store,
+            "--store",
+        )
+    if environ.get(PASSWORD_ENV):
+        overrides[("server", "requirepass")] = (environ[PASSWORD_ENV], PASSWORD_ENV)
+    flags = [
+        ("bind", ("server", "bind")),
+        ("port", ("server", "port")),
+        ("requirepass", ("server", "requirepass")),
+        ("max_clients", ("server", "max_clients")),
+        ("allow_flush", ("server", "allow_flush")),
+        ("master", ("spark", "master")),
+    ]
+    overrides.update(flag_overrides(args, flags))
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the server until SIGTERM or SIGINT; returns the exit code (2: bad flags or config)."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        config = load_config(args.conf_dir, overrides_from(args, dict(os.environ)))
+    except ConfigError as error:
+        print(f"{PROG}: config error: {error}", file=sys.stderr)
+        return 2
+    return serve(config)
+
+
+def serve(config: AppConfig) -> int:
+    """Starts Spark, opens (or creates) the store and serves it until SIGTERM or SIGINT."""
+    from streamclaim_spark.cli import start_session
+
+    stop_requested = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop_requested.set())
+    spark = start_session(replace(config.spark, app_name=PROG))
+    try:
+        store = StreamStore.open(config.store.path, spark=spark)
+        server = StreamClaimServer(store, config.server).start()
+        print(f"{PROG} ready on {config.server.bind}:{server.port} (store {store.path})", flush=True)
+        while not stop_requested.wait(1.0):
+            pass
+        log.info("shutting down: finishing running commands, refusing new ones")
+        server.stop()
+        return 0
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, cli
 from streamclaim_spark import _constants as C
-from streamclaim_spark.config import ConfigError, RecoveryOptions, SparkConfig, StoreConfig, load_config
+from streamclaim_spark.config import ConfigError, RecoveryOptions, ServerConfig, SparkConfig, StoreConfig, load_config
 from streamclaim_spark.session import DELTA_PACKAGE
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import table_path
@@ -66,6 +66,7 @@ def test_the_committed_base_toml_loads_with_its_documented_defaults() -> None:
     assert config.recover_stale == RecoveryOptions(
         min_idle_ms=5 * 60_000, assign="consumer", consumer="recovery", live_window_ms=10 * 60_000, max_deliveries=10
     )
+    assert config.server == ServerConfig(bind="127.0.0.1", port=6390, requirepass="", allow_flush=False)
 
 
 def test_local_toml_overrides_base_key_by_key_and_flags_override_both(conf_dir: Path) -> None:

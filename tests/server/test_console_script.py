@@ -1,0 +1,116 @@
+"""The ``streamclaim-server`` process as a user starts it: redis-cli against it, SIGTERM, refused binds."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.redis_server import RedisServer
+from tests.server.conftest import RawConnection
+
+pytestmark = pytest.mark.spark
+
+PROJECT = Path(__file__).resolve().parents[2]
+READY = re.compile(rb"streamclaim-server ready on 127\.0\.0\.1:(\d+)")
+
+
+def _server_command(*flags: str) -> list[str]:
+    return [sys.executable, "-m", "streamclaim_spark.server", "--conf-dir", str(PROJECT / "conf"), *flags]
+
+
+def test_a_non_loopback_bind_without_a_password_is_refused_before_spark_starts(tmp_path: Path) -> None:
+    env = {**os.environ, "STREAMCLAIM_REQUIREPASS": ""}
+    result = subprocess.run(
+        _server_command("--store", str(tmp_path / "s"), "--bind", "0.0.0.0"),
+        capture_output=True,
+        timeout=120,
+        env=env,
+    )
+    assert result.returncode == 2
+    assert b"config error: --bind" in result.stderr
+    assert b"bind='0.0.0.0' is not a loopback address and no requirepass is set" in result.stderr
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.fixture(scope="module")
+def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``python -m streamclaim_spark.server`` on a new store and a free port, as a user runs it."""
+    folder = tmp_path_factory.mktemp("console")
+    log = (folder / "server.log").open("wb")
+    process = subprocess.Popen(
+        _server_command("--store", str(folder / "store"), "--port", "0", "--master", "local[1]"),
+        stdout=subprocess.PIPE,
+        stderr=log,
+    )
+    process.log_path = folder / "server.log"  # type: ignore[attr-defined]
+    assert process.stdout is not None
+    port = None
+    deadline = time.monotonic() + 300
+    while port is None and time.monotonic() < deadline and process.poll() is None:
+        match = READY.search(process.stdout.readline())
+        port = int(match.group(1)) if match else None
+    if port is None:
+        process.kill()
+        pytest.fail(f"the server did not start: {(folder / 'server.log').read_text(errors='replace')[-3000:]}")
+    yield process, port
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    log.close()
+
+
+def _redis_cli(port: int, *argv: str) -> str:
+    executable = shutil.which("redis-cli")
+    assert executable is not None, "redis-cli comes with Debian's redis-server package (scripts/setup.sh)"
+    result = subprocess.run([executable, "-p", str(port), *argv], capture_output=True, timeout=120, check=True)
+    return result.stdout.decode()
+
+
+def test_redis_cli_prints_what_it_prints_against_redis_server(
+    server_process: tuple[subprocess.Popen[bytes], int], redis_server: RedisServer
+) -> None:
+    _, port = server_process
+    commands = [
+        ("XADD", "orders", "5-1", "item", "book"),
+        ("XGROUP", "CREATE", "orders", "billing", "0"),
+        ("XREADGROUP", "GROUP", "billing", "alice", "STREAMS", "orders", ">"),
+        ("XREADGROUP", "GROUP", "billing", "alice", "STREAMS", "orders", ">"),
+        ("XPENDING", "orders", "billing"),
+        ("XCLAIM", "orders", "billing", "bob", "0", "5-1", "JUSTID"),
+        ("XACK", "orders", "billing", "5-1"),
+        ("XINFO", "GROUPS", "orders"),
+        ("XLEN", "nothing"),
+        ("XGROUP", "CREATE", "nothing", "g", "0"),
+    ]
+    for argv in commands:
+        for flags in ((), ("--no-raw",)):
+            assert _redis_cli(port, *flags, *argv) == _redis_cli(redis_server.port, *flags, *argv), argv
+
+
+def test_sigterm_lets_the_running_command_finish_and_the_process_exit_cleanly(
+    server_process: tuple[subprocess.Popen[bytes], int],
+) -> None:
+    process, port = server_process
+    replies: list[bytes] = []
+    with RawConnection(port) as blocked:
+        waiter = threading.Thread(
+            target=lambda: replies.append(blocked.call("XREAD", "BLOCK", "0", "STREAMS", "x", "$"))
+        )
+        waiter.start()
+        time.sleep(3)  # the read is blocked now: nothing will ever be added to x
+        assert waiter.is_alive()
+        process.send_signal(signal.SIGTERM)
+        waiter.join(60)
+        assert replies == [b"*-1\r\n"], "the blocked read ends with nil when the server stops"
+    assert process.wait(timeout=120) == 0
+    assert "shutting down" in process.log_path.read_text(errors="replace")  # type: ignore[attr-defined]

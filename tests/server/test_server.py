@@ -1,0 +1,308 @@
+"""streamclaim-server against a real redis-server: the same bytes on the wire, the same redis-py results."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import redis
+
+from streamclaim_spark.server import StreamClaimServer
+from tests.redis_server import RedisServer
+from tests.server.conftest import RawConnection, encode
+
+pytestmark = pytest.mark.spark
+
+# Every reply here is deterministic (explicit IDs, no idle times), so both servers must send the same bytes.
+FRAMING_SCRIPT: list[tuple[str, ...]] = [
+    ("FLUSHALL",),
+    ("PING",),
+    ("PING", "hello"),
+    ("PING", "a", "b"),
+    ("ECHO", "x y"),
+    ("XADD", "s", "1-1", "f", "v1"),
+    ("XADD", "s", "1-2", "f", "v2", "g", "w"),
+    ("XADD", "s", "1-3", "f", "v3"),
+    ("XADD", "nokey", "NOMKSTREAM", "*", "f", "v"),
+    ("XGROUP", "CREATE", "s", "g", "0"),
+    ("XGROUP", "CREATE", "s", "empty", "$"),
+    ("XGROUP", "CREATE", "s", "g", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "COUNT", "2", "STREAMS", "s", ">"),
+    ("XDEL", "s", "1-1"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"),
+    ("XRANGE", "s", "-", "+", "COUNT", "0"),
+    ("XRANGE", "nokey", "-", "+", "COUNT", "0"),
+    ("XPENDING", "s", "empty"),
+    ("XPENDING", "s", "g"),
+    ("XINFO", "STREAM", "s"),
+    ("XINFO", "GROUPS", "s"),
+    ("XGROUP", "HELP"),
+    ("XSETID", "s", "1-5"),
+    ("XLEN", "s"),
+    ("TYPE", "s"),
+    ("TYPE", "nokey"),
+    ("EXISTS", "s", "nokey", "s"),
+    ("DBSIZE",),
+    ("SELECT", "0"),
+    ("SELECT", "x"),
+    ("CLIENT", "SETNAME", "has space"),
+    ("CLIENT", "GETNAME"),
+    ("CLIENT", "SETNAME", "svc-1"),
+    ("CLIENT", "GETNAME"),
+    ("CLIENT", "NOPE"),
+    ("AUTH", "pw"),
+    ("FOO", "a" * 100, "b" * 100, "c"),
+    ("XADD", "s"),
+    ("DEL", "s", "nokey"),
+    ("EXISTS", "s"),
+]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_replies_are_the_bytes_redis_server_sends_for_the_same_script(
+    served: StreamClaimServer, redis_server: RedisServer, protocol: int
+) -> None:
+    with RawConnection(served.port) as ours, RawConnection(redis_server.port) as theirs:
+        if protocol == 3:
+            ours.call("HELLO", "3")
+            theirs.call("HELLO", "3")
+        for argv in FRAMING_SCRIPT:
+            assert ours.call(*argv) == theirs.call(*argv), f"reply to {' '.join(argv)[:80]}"
+        inline = b"ECHO \"a\\x41b\" 'c d'\r\nPING\r\n\r\n  PING   x  \n"
+        assert ours.send(inline, replies=3) == theirs.send(inline, replies=3)
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"*1\r\nfoo\r\n",
+        b"*abc\r\n",
+        b"*1\r\n$abc\r\n",
+        b"*1\r\n$-5\r\n",
+        b"*1\r\n:5\r\n",
+        b'ECHO "unterminated\r\n',
+        b"PING\r\n*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nECHO\r\nx\r\n",
+    ],
+    ids=["no-bulk-header", "bad-count", "bad-bulk-length", "negative-bulk-length", "integer-arg", "quotes", "after"],
+)
+def test_malformed_requests_get_the_protocol_error_redis_sends_then_the_connection_closes(
+    served: StreamClaimServer, redis_server: RedisServer, request_bytes: bytes
+) -> None:
+    replies = []
+    for port in (served.port, redis_server.port):
+        with RawConnection(port, timeout=10) as connection:
+            connection.sock.sendall(request_bytes)
+            replies.append(connection.until_closed())
+    assert replies[0] == replies[1]
+    assert b"Protocol error" in replies[0]
+
+
+def _normalized(value: Any) -> Any:
+    """redis-py's parsed replies with wall-clock values (idle, delivery times) blanked.
+
+    XINFO CONSUMERS' ``inactive`` (Redis 7.2, which the store also returns; the reference is 7.0) is dropped.
+    """
+    clock_keys = {"idle", "time_since_delivered", "seen-time", "active-time"}
+    if isinstance(value, dict):
+        return {k: ("<clock>" if k in clock_keys else _normalized(v)) for k, v in value.items() if k != "inactive"}
+    if isinstance(value, list | tuple):
+        return type(value)(_normalized(v) for v in value)
+    return value
+
+
+def _redis_py_script(client: redis.Redis) -> list[Any]:
+    steps: list[Callable[[], Any]] = [
+        lambda: client.flushall(),
+        lambda: client.xadd("orders", {"item": "a"}, id="1-1"),
+        lambda: client.xadd("orders", {"item": "b", "qty": "2"}, id="1-2"),
+        lambda: client.xadd("orders", {"item": "c"}, id="2-1"),
+        lambda: client.xadd("orders", {"item": "d"}, id="1-0"),
+        lambda: client.xgroup_create("orders", "billing", id="0"),
+        lambda: client.xgroup_create("missing", "billing", id="0"),
+        lambda: client.xgroup_create("fresh", "billing", id="$", mkstream=True),
+        lambda: client.xreadgroup("billing", "alice", {"orders": ">"}, count=2),
+        lambda: client.xreadgroup("billing", "bob", {"orders": ">"}),
+        lambda: client.xreadgroup("billing", "bob", {"orders": ">"}, block=50),
+        lambda: client.xreadgroup("nogroup", "bob", {"orders": ">"}),
+        lambda: client.xpending("orders", "billing"),
+        lambda: client.xpending_range("orders", "billing", min="-", max="+", count=10),
+        lambda: client.xpending_range("orders", "billing", min="-", max="+", count=10, consumername="bob"),
+        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-1"]),
+        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-2"], justid=True),
+        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=3_600_000, message_ids=["2-1"]),
+        lambda: client.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="0-0", count=1),
+        lambda: client.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="2-0", justid=True),
+        lambda: client.xack("orders", "billing", "1-1", "9-9"),
+        lambda: client.xinfo_stream("orders"),
+        lambda: client.xinfo_groups("orders"),
+        lambda: client.xinfo_consumers("orders", "billing"),
+        lambda: client.xrange("orders", min="1-2", max="+"),
+        lambda: client.xrevrange("orders", max="+", min="-", count=2),
+        lambda: client.xdel("orders", "1-2"),
+        lambda: client.xtrim("orders", maxlen=1, approximate=False),
+        lambda: client.xlen("orders"),
+        lambda: client.xgroup_delconsumer("orders", "billing", "dave"),
+        lambda: client.xgroup_destroy("orders", "billing"),
+        lambda: client.exists("orders", "fresh", "missing"),
+        lambda: client.type("orders"),
+        lambda: client.delete("orders", "fresh"),
+        lambda: client.dbsize(),
+    ]
+    outcomes = []
+    for step in steps:
+        try:
+            outcomes.append(_normalized(step()))
+        except redis.ResponseError as error:
+            outcomes.append(f"error: {error}")
+    return outcomes
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_redis_py_stream_methods_give_what_they_give_against_redis_server(
+    served: StreamClaimServer, redis_server: RedisServer, protocol: int
+) -> None:
+    with (
+        redis.Redis(port=redis_server.port, decode_responses=True, protocol=protocol) as theirs,
+        redis.Redis(port=served.port, decode_responses=True, protocol=protocol, socket_timeout=120) as ours,
+    ):
+        expected = _redis_py_script(theirs)
+        actual = _redis_py_script(ours)
+    for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
+        assert got == want, f"step {index}"
+
+
+def test_auth_is_required_as_redis_requires_it_when_a_password_is_set(
+    served: StreamClaimServer, redis_server: RedisServer
+) -> None:
+    guarded = StreamClaimServer(served.store, _with_password(served, "s3cret")).start()
+    with RawConnection(redis_server.port) as admin:
+        admin.call("CONFIG", "SET", "requirepass", "s3cret")
+    try:
+        script: list[tuple[str, ...]] = [
+            ("PING",),
+            ("XLEN", "s"),
+            ("XLEN",),
+            ("FOO",),
+            ("HELLO", "2"),
+            ("AUTH", "wrong"),
+            ("AUTH", "bob", "s3cret"),
+            ("AUTH", "a", "b", "c"),
+            ("HELLO", "2", "AUTH", "default", "wrong"),
+            ("AUTH", "s3cret"),
+            ("PING",),
+            ("XLEN", "s"),
+        ]
+        with RawConnection(guarded.port) as ours, RawConnection(redis_server.port) as theirs:
+            for argv in script:
+                assert ours.call(*argv) == theirs.call(*argv), f"reply to {' '.join(argv)}"
+        with RawConnection(guarded.port) as ours:
+            assert ours.call("AUTH", "default", "s3cret") == b"+OK\r\n"
+            assert ours.call("HELLO", "4") == b"-NOPROTO unsupported protocol version\r\n"
+            hello = ours.call("HELLO", "3", "SETNAME", "svc")
+            assert hello.startswith(b"%7\r\n") and b"$6\r\n7.0.15\r\n" in hello and b"$5\r\nproto\r\n:3\r\n" in hello
+            assert ours.call("CLIENT", "GETNAME") == b"$3\r\nsvc\r\n"
+            # One store is one database (docs/SERVER.md).
+            assert ours.call("SELECT", "1") == b"-ERR DB index is out of range\r\n"
+    finally:
+        guarded.stop(grace_s=5)
+        with RawConnection(redis_server.port) as admin:
+            admin.call("AUTH", "s3cret")
+            admin.call("CONFIG", "SET", "requirepass", "")
+
+
+def _with_password(server: StreamClaimServer, password: str) -> Any:
+    return replace(server.config, port=0, requirepass=password)
+
+
+def test_fifty_clients_at_once_are_served_and_their_writes_lose_nothing(served: StreamClaimServer) -> None:
+    """50 connections at once: 16 add to a stream of their own, read it through its group and acknowledge,
+    while 34 ping and echo; every entry is delivered once and acknowledged, every reply reaches its client.
+
+    Each writer has a stream of its own: writers of one stream serialize through Delta's optimistic
+    concurrency (docs/SERVER.md, "Security and limits"), which tests/spark/test_concurrency.py covers. The
+    writers are 16, not 50, because each write is a Delta commit (~3 s each under this load).
+    """
+    clients, writers = 50, 16
+    served.store.create_groups([(f"load-{n}", "workers", "0", True) for n in range(writers)])
+    results: dict[int, Any] = {}
+    failures: list[BaseException] = []
+    start = threading.Barrier(clients)
+
+    def work(worker: int) -> None:
+        try:
+            with redis.Redis(port=served.port, decode_responses=True, socket_timeout=600) as client:
+                client.ping()
+                start.wait()
+                if worker >= writers:
+                    results[worker] = [client.echo(f"client {worker}") for _ in range(20)]
+                    return
+                added = client.xadd(f"load-{worker}", {"worker": str(worker)})
+                got = client.xreadgroup("workers", "w", {f"load-{worker}": ">"})
+                ids = [entry_id for _, entries in got for entry_id, _ in entries]
+                results[worker] = (added, ids, client.xack(f"load-{worker}", "workers", *ids))
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert sorted(results) == list(range(clients))
+    for worker, result in results.items():
+        if worker < writers:
+            added, ids, acked = result
+            assert (ids, acked) == ([added], 1)
+        else:
+            assert result == [f"client {worker}"] * 20
+    with redis.Redis(port=served.port, decode_responses=True) as admin:
+        assert all(admin.xlen(f"load-{n}") == 1 for n in range(writers))
+        assert admin.xpending(f"load-{writers - 1}", "workers")["pending"] == 0
+
+
+def test_random_bytes_and_broken_frames_neither_crash_nor_hang_the_server(served: StreamClaimServer) -> None:
+    rng = random.Random(20261123)
+    valid = [encode(("PING",)), encode(("ECHO", "hello")), b"PING\r\n", encode(("CLIENT", "SETNAME", "x"))]
+    samples = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))) for _ in range(60)]
+    for _ in range(60):
+        frame = bytearray(rng.choice(valid))
+        for _ in range(rng.randrange(1, 4)):
+            frame[rng.randrange(len(frame))] = rng.randrange(256)
+        samples.append(bytes(frame[: rng.randrange(1, len(frame) + 1)]))
+    with RawConnection(served.port) as bystander:
+        for sample in samples:
+            with RawConnection(served.port, timeout=10) as connection:
+                connection.sock.sendall(sample)
+                connection.sock.shutdown(1)  # EOF: a truncated frame must not keep the server waiting
+                connection.until_closed()
+        assert bystander.call("PING") == b"+PONG\r\n"
+        assert bystander.call("ECHO", "still here") == b"$10\r\nstill here\r\n"
+    deadline = time.monotonic() + 10
+    while served.clients() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert served.clients() == [], "connection threads outlived their clients"
+
+
+def test_a_client_over_max_clients_gets_redis_error_and_the_others_are_served(served: StreamClaimServer) -> None:
+    limited = StreamClaimServer(served.store, replace(served.config, port=0, max_clients=2)).start()
+    try:
+        with RawConnection(limited.port) as first, RawConnection(limited.port) as second:
+            assert first.call("PING") == second.call("PING") == b"+PONG\r\n"
+            with RawConnection(limited.port, timeout=10) as third:
+                assert third.until_closed() == b"-ERR max number of clients reached\r\n"
+            assert first.call("ECHO", "served") == b"$6\r\nserved\r\n"
+        deadline = time.monotonic() + 10
+        while limited.clients() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with RawConnection(limited.port) as later:
+            assert later.call("PING") == b"+PONG\r\n"
+    finally:
+        limited.stop(grace_s=5)

@@ -403,10 +403,13 @@ class StreamClaimServer:
                     sock, address = self._listener.accept()
                 except TimeoutError:
                     continue
-                except OSError:
+                except OSError as error:
                     if self._stopping.is_set():
                         return
-                    raise
+                    # E.g. out of file descriptors: keep serving the connected clients and retry.
+                    log.warning("accept failed: %s; retrying", error)
+                    time.sleep(_POLL_S)
+                    continue
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._admit(sock, f"{address[0]}:{address[1]}")
 
@@ -425,13 +428,14 @@ class StreamClaimServer:
     def _serve(self, client: Client, sock: socket.socket) -> None:
         """One connection: read requests, run them in order, reply; until QUIT, EOF, a violation or stop."""
         reader = RequestReader(self.limits)
-        # Blocking sends (a large reply to a slow reader must not time out); reads wait in select so the
-        # thread sees the shutdown flag.
+        # Blocking sends (a large reply to a slow reader must not time out); reads wait in poll so the
+        # thread sees the shutdown flag (poll, not select: descriptors may exceed FD_SETSIZE).
         sock.settimeout(None)
+        incoming = select.poll()
+        incoming.register(sock, select.POLLIN)
         try:
             while not self._stopping.is_set():
-                readable, _, _ = select.select([sock], [], [], _POLL_S)
-                if not readable:
+                if not incoming.poll(_POLL_S * 1000):
                     continue
                 data = sock.recv(_RECV_BYTES)
                 if not data:
@@ -503,8 +507,9 @@ class StreamClaimServer:
 def _peer_closed(sock: socket.socket) -> bool:
     """True once the client has closed its end (a blocked read then stops waiting, as Redis unblocks it)."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+        incoming = select.poll()
+        incoming.register(sock, select.POLLIN)
+        return bool(incoming.poll(0)) and sock.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
 

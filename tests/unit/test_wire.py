@@ -15,6 +15,7 @@ from streamclaim_spark.wire import (
     ProtocolViolation,
     RequestLimits,
     RequestReader,
+    as_resp3,
     encode_error,
     encode_reply,
     split_inline,
@@ -139,3 +140,19 @@ def test_a_server_bound_beyond_loopback_without_a_password_is_refused(tmp_path: 
         load_config("conf", {("server", "bind"): ("10.0.0.5", "--bind")}, local=False)
     with pytest.raises(ConfigError, match=r"--port: server.port = 70000 must be a TCP port"):
         load_config("conf", {("server", "port"): (70000, "--port")}, local=False)
+
+
+def test_resp3_sends_xinfo_stream_full_groups_and_their_consumers_as_maps() -> None:
+    consumer = ["name", "c", "seen-time", 5, "pel-count", 0, "pending", []]
+    group = ["name", "g", "pel-count", 0, "pending", [], "consumers", [consumer]]
+    full = ["length", 1, "entries", [["1-1", ["f", "v"]]], "groups", [group]]
+    shaped = as_resp3(full, ["XINFO", "STREAM", "s"])
+    assert encode_reply(shaped, "xinfo", protocol=3) == (
+        b"%3\r\n$6\r\nlength\r\n:1\r\n$7\r\nentries\r\n*1\r\n*2\r\n$3\r\n1-1\r\n*2\r\n$1\r\nf\r\n$1\r\nv\r\n"
+        b"$6\r\ngroups\r\n*1\r\n%4\r\n$4\r\nname\r\n$1\r\ng\r\n$9\r\npel-count\r\n:0\r\n$7\r\npending\r\n*0\r\n"
+        b"$9\r\nconsumers\r\n*1\r\n%4\r\n$4\r\nname\r\n$1\r\nc\r\n$9\r\nseen-time\r\n:5\r\n$9\r\npel-count\r\n:0\r\n"
+        b"$7\r\npending\r\n*0\r\n"
+    )
+    # RESP2 frames the same value as the flat arrays execute returns.
+    assert encode_reply(shaped, "xinfo") == encode_reply(full, "xinfo")
+    assert encode_reply(None, "xreadgroup", protocol=3) == b"_\r\n"

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streamclaim_spark.commands import command_arity, command_names
+from streamclaim_spark.commands.args import check_arity
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand, wrong_arity
 from streamclaim_spark.replies import OK, Status
@@ -319,10 +320,7 @@ def _subcommand(argv: list[str], arities: dict[str, int]) -> str:
     sub = argv[1].lower()
     if sub not in arities:
         raise unknown_subcommand(argv[1], argv[0].upper())
-    count = len(argv)
-    arity = arities[sub]
-    if (arity > 0 and count != arity) or (arity < 0 and count < -arity):
-        raise wrong_arity(f"{argv[0].lower()}|{sub}")
+    check_arity(argv, arities[sub], f"{argv[0].lower()}|{sub}")
     return sub
 
 
@@ -483,20 +481,17 @@ class StreamClaimServer:
             ), False
 
     def _execute(self, client: Client, sock: socket.socket, name: str, raw: list[bytes]) -> Any:
+        argv = [arg.decode("utf-8", "replace") for arg in raw]
         if name in _CONNECTION_COMMANDS:
-            argv = [arg.decode("utf-8", "replace") for arg in raw]
             arity, handler = _CONNECTION_COMMANDS[name]
-            if (arity > 0 and len(argv) != arity) or (arity < 0 and len(argv) < -arity):
-                raise wrong_arity(name)
+            check_arity(argv, arity, name)
             if not client.authenticated and name not in _NO_AUTH:
                 raise ReplyError(NOAUTH)
             return handler(self, client, argv)
         if name not in command_names():
-            raise unknown_command(raw[0].decode("utf-8", "replace"), [a.decode("utf-8", "replace") for a in raw[1:]])
-        arity = command_arity(name)
-        if (arity > 0 and len(raw) != arity) or (arity < 0 and len(raw) < -arity):
-            # Redis checks the arity before AUTH.
-            raise wrong_arity(name)
+            raise unknown_command(argv[0], argv[1:])
+        # Redis checks the arity before AUTH.
+        check_arity(argv, command_arity(name), name)
         if not client.authenticated:
             raise ReplyError(NOAUTH)
         if name in ("flushdb", "flushall") and not self.config.allow_flush:

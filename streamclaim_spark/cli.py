@@ -29,6 +29,7 @@ from streamclaim_spark.config import (
     flag_overrides,
     load_config,
 )
+from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.recovery import (
     PARTIAL,
     RecoveryFailedError,
@@ -36,7 +37,7 @@ from streamclaim_spark.recovery import (
     RecoverySelectionError,
     recover_stale,
 )
-from streamclaim_spark.session import DEFAULT_CONF, DELTA_PACKAGE, build_session
+from streamclaim_spark.session import DEFAULT_CONF, DELTA_PACKAGE, build_session, writer_safety
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.tables import table_path
 
@@ -72,6 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
     )
     where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
+    where.add_argument(
+        "--single-writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
     run = parser.add_argument_group("what the run does [jobs.recover_stale]")
     run.add_argument("--streams", nargs="+", metavar="PATTERN", help="stream names or glob patterns [streams]")
     run.add_argument("--groups", nargs="+", metavar="PATTERN", help="group names or glob patterns [groups]")
@@ -134,6 +141,7 @@ def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
     if args.store is not None:
         overrides[("store", "path")] = (_absolute(args.store), "--store")
     flags: list[tuple[str, Key]] = [
+        ("single_writer", ("store", "single_writer")),
         ("streams", (*_JOB, "streams")),
         ("groups", (*_JOB, "groups")),
         ("min_idle", (*_JOB, "min_idle")),
@@ -203,6 +211,10 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
                 "Delta Lake's jar is not on Spark's classpath. Under spark-submit add "
                 f"--packages {DELTA_PACKAGE} (spark-submit resolves packages before the job starts).",
             )
+        try:
+            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
+        except UnsafeObjectStoreError as error:
+            return _fail(EXIT_CONFIG, str(error))
         if not store_exists(session, config.store.path):
             return _fail(
                 EXIT_NO_STORE,
@@ -210,7 +222,7 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
                 f"{table_path(config.store.path, C.STATE_TABLE_DIR)}); set store.path in conf/local.toml "
                 "or pass --store with the folder of an existing store",
             )
-        store = StreamStore.open(config.store.path, spark=session)
+        store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
         try:
             report = recover_stale(store, config.recover_stale)
         except RecoverySelectionError as error:

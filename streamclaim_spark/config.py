@@ -44,10 +44,13 @@ class StoreConfig:
     Args:
         path: Folder of the store: a local path, ``s3a://...``, ``abfss://...``.
         database: Spark catalog database the SQL views are registered under (default ``streamclaim``).
+        single_writer: Promise that one driver at a time writes the store, so it may open on a log store
+            that is safe for one writing driver only (S3 without the DynamoDB log store; docs/DEPLOY.md).
     """
 
     path: str
     database: str = DEFAULT_DATABASE
+    single_writer: bool = False
 
 
 @dataclass(frozen=True)
@@ -280,6 +283,7 @@ def _spark_value(value: Any) -> str:
 _LEAVES: dict[Key, Parser] = {
     ("store", "path"): _text,
     ("store", "database"): _identifier,
+    ("store", "single_writer"): _boolean,
     ("spark", "app_name"): _text,
     ("spark", "master"): _text,
     ("spark", "shuffle_partitions"): _positive_int,
@@ -415,7 +419,11 @@ def load_config(
         raise ConfigError(f"store.path is not set; set it in {base} or {folder / LOCAL_FILE}, or pass --store")
     if origins[("store", "path")] in {str(p) for p in layers}:
         store_path = resolve_store_path(store_path, folder.resolve().parent)
-    store = StoreConfig(path=store_path, database=parsed.get(("store", "database"), _identifier, DEFAULT_DATABASE))
+    store = StoreConfig(
+        path=store_path,
+        database=parsed.get(("store", "database"), _identifier, DEFAULT_DATABASE),
+        single_writer=parsed.get(("store", "single_writer"), _boolean, False),
+    )
     spark = parsed.build(
         SparkConfig,
         {

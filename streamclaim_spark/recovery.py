@@ -42,6 +42,7 @@ from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, s
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import GroupMeta
+from streamclaim_spark.object_store import MULTI_WRITER
 from streamclaim_spark.schema import STATE_SCHEMA, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
 from streamclaim_spark.tables import (
@@ -143,6 +144,7 @@ class RecoveryReport:
     """The outcome of one run: per-group reports plus the run's identity, times and status.
 
     ``recorded`` says whether the run's row was appended to ``recovery_runs`` (never for dry runs).
+    ``writer_mode`` is the store's (object_store.py): ``single-writer`` when it was opened on that promise.
     """
 
     run_id: str
@@ -154,6 +156,7 @@ class RecoveryReport:
     status: str = SUCCEEDED
     error: str | None = None
     recorded: bool = False
+    writer_mode: str = MULTI_WRITER
 
     @property
     def totals(self) -> dict[str, int]:
@@ -171,6 +174,7 @@ class RecoveryReport:
             "error": self.error,
             "dry_run": options.dry_run,
             "recorded": self.recorded,
+            "writer_mode": self.writer_mode,
             "started_at": _iso(self.started_at_ms),
             "ended_at": _iso(self.ended_at_ms),
             "options": {
@@ -205,6 +209,7 @@ class RecoveryReport:
             totals["dead_lettered"],
             totals["conflicts_retried"],
             groups,
+            self.writer_mode,
         )
 
 
@@ -279,7 +284,7 @@ def recover_stale(store: StreamStore, options: RecoveryOptions, *, run_id: str |
     run_id = run_id or uuid.uuid4().hex
     started = store.clock()
     action = "dry run" if options.dry_run else "run"
-    report = RecoveryReport(run_id, store.path, options, started, started)
+    report = RecoveryReport(run_id, store.path, options, started, started, writer_mode=store.safety.mode)
     done: dict[Pair, GroupReport] = {}
     try:
         groups = select_groups(store, options)
@@ -852,7 +857,14 @@ def _record(store: StreamStore, report: RecoveryReport) -> RecoveryReport:
     session = store.session()
     path = ensure_recovery_runs_table(session, store.path)
     frame = session.createDataFrame([report.run_row()], RECOVERY_RUNS_SCHEMA)
-    frame.write.format("delta").mode("append").option("userMetadata", f"RECOVERY RUN {report.run_id}").save(path)
+    # mergeSchema: a run log made before a column was added (writer_mode) gains it; older rows hold null.
+    (
+        frame.write.format("delta")
+        .mode("append")
+        .option("mergeSchema", "true")
+        .option("userMetadata", f"RECOVERY RUN {report.run_id}")
+        .save(path)
+    )
     return replace(report, recorded=True)
 
 

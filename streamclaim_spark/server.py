@@ -31,6 +31,7 @@ from streamclaim_spark.commands import command_arity, command_names
 from streamclaim_spark.commands.args import check_arity
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand, wrong_arity
+from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.replies import OK, Status
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.wire import (
@@ -521,6 +522,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--conf-dir", default=os.environ.get("STREAMCLAIM_CONF_DIR", "conf"), help="conf folder")
     parser.add_argument("--store", metavar="PATH", help="folder of the store; created when missing [store.path]")
+    parser.add_argument(
+        "--single-writer",
+        action="store_true",
+        default=None,
+        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
     parser.add_argument("--bind", metavar="ADDRESS", help="address to listen on [server.bind]")
     parser.add_argument("--port", type=int, help="TCP port, 0 for any free one [server.port]")
     parser.add_argument(
@@ -547,6 +554,7 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Ke
     if environ.get(PASSWORD_ENV):
         overrides[("server", "requirepass")] = (environ[PASSWORD_ENV], PASSWORD_ENV)
     flags = [
+        ("single_writer", ("store", "single_writer")),
         ("bind", ("server", "bind")),
         ("port", ("server", "port")),
         ("requirepass", ("server", "requirepass")),
@@ -582,7 +590,11 @@ def serve(config: AppConfig) -> int:
         signal.signal(signum, lambda *_: stop_requested.set())
     spark = start_session(replace(config.spark, app_name=PROG))
     try:
-        store = StreamStore.open(config.store.path, spark=spark)
+        try:
+            store = StreamStore.open(config.store.path, spark=spark, single_writer=config.store.single_writer)
+        except UnsafeObjectStoreError as error:
+            print(f"{PROG}: {error}", file=sys.stderr)
+            return 2
         server = StreamClaimServer(store, config.server).start()
         print(f"{PROG} ready on {config.server.bind}:{server.port} (store {store.path})", flush=True)
         while not stop_requested.wait(1.0):

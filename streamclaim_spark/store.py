@@ -18,8 +18,9 @@ from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.object_store import MULTI_WRITER, WriterSafety
 from streamclaim_spark.runner import Clock, Runner
-from streamclaim_spark.session import active_or_new_session, require_delta
+from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.tables import ensure_state_table
 from streamclaim_spark.transaction import RetryPolicy
@@ -52,9 +53,12 @@ class StreamStore:
         clock: Clock,
         retry_policy: RetryPolicy,
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+        safety: WriterSafety | None = None,
     ) -> None:
         self.path = path
         self.runner = Runner(spark, state_path, clock, retry_policy, rows_per_file)
+        # How many drivers may write here (object_store.py); open() decides it from the path and settings.
+        self.safety = safety or WriterSafety("file", "io.delta.storage.HDFSLogStore", MULTI_WRITER)
 
     @classmethod
     def open(
@@ -64,8 +68,14 @@ class StreamStore:
         clock: Clock | None = None,
         retry_policy: RetryPolicy | None = None,
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
+        *,
+        single_writer: bool = False,
     ) -> StreamStore:
         """Opens the store at ``path`` (any Hadoop path), creating its Delta tables if missing.
+
+        Before touching the path it checks that Delta's log store for it keeps one winner per commit with
+        several writing drivers (object_store.py): on S3 that needs the DynamoDB log store, and without it
+        the store refuses to open (UnsafeObjectStoreError says what to set) unless ``single_writer``.
 
         Args:
             path: Folder of the store: a local path, ``s3a://...``, ``abfss://...``.
@@ -75,6 +85,8 @@ class StreamStore:
             rows_per_file: Most rows a commit writes into one data file (0: no limit). Bulk writes
                 come out in ID order, so capped files cover narrow ID ranges: a command that changes
                 a few entries of a big PEL rewrites one such file, not the whole PEL (docs/BENCHMARKS.md).
+            single_writer: Promise that one driver at a time writes this store; lets it open on a log
+                store that serialises commits inside one driver only (S3's default), with a warning.
         """
         if rows_per_file < 0:
             raise ValueError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
@@ -82,8 +94,11 @@ class StreamStore:
             raise ValueError("path: give the folder of the store, e.g. /data/streams or s3a://bucket/streams")
         session = spark if spark is not None else active_or_new_session()
         require_delta(session)
+        safety = writer_safety(session, path, single_writer=single_writer)
         state_path = ensure_state_table(session, path)
-        return cls(session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy(), rows_per_file)
+        return cls(
+            session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy(), rows_per_file, safety
+        )
 
     # --- plumbing (runner.Runner) -------------------------------------------------------------------
 

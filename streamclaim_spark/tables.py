@@ -131,6 +131,9 @@ RECOVERY_RUNS_SCHEMA = StructType(
         StructField("dead_lettered", LongType(), nullable=False),
         StructField("conflicts_retried", LongType(), nullable=False),
         StructField("groups", ArrayType(RECOVERY_GROUP_SCHEMA), nullable=False),
+        # "multi-writer", or "single-writer" when the store was opened on that promise (docs/DEPLOY.md);
+        # null in rows written before the column existed.
+        StructField("writer_mode", StringType()),
     ]
 )
 

@@ -26,13 +26,14 @@ import pytest
 from chispa import assert_df_equality
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from streamclaim_spark import StreamStore, recovery
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.recovery import GroupReport, RecoveryFailedError, recover_stale
 from streamclaim_spark.snapshot import id_text
-from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, table_path
+from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
 from streamclaim_spark.transaction import latest_version
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -162,7 +163,7 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
     assert_df_equality(
         runs.drop("groups"),
         spark.createDataFrame(
-            [("run-1", at(T_RUN), at(T_RUN), "succeeded", None, 10 * MIN, "consumer", 10, 10, 5, 2, 0)],
+            [("run-1", at(T_RUN), at(T_RUN), "succeeded", None, 10 * MIN, "consumer", 10, 10, 5, 2, 0, "multi-writer")],
             runs.drop("groups").schema,
         ),
     )
@@ -212,6 +213,21 @@ def test_a_dry_run_reports_what_a_run_would_do_and_writes_nothing(store: StreamS
     assert latest_version(store.session(), store.state_path) == version
     assert not Path(table_path(store.path, C.DEAD_LETTER_TABLE_DIR)).exists()
     assert not Path(table_path(store.path, C.RECOVERY_RUNS_TABLE_DIR)).exists()
+
+
+def test_a_run_log_made_before_writer_mode_existed_gains_the_column_on_the_next_run(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    old_schema = StructType([f for f in RECOVERY_RUNS_SCHEMA.fields if f.name != "writer_mode"])
+    old_row = ("run-0", at(T0), at(T0), "succeeded", None, 10 * MIN, "consumer", 10, 0, 0, 0, 0, [])
+    path = table_path(store.path, C.RECOVERY_RUNS_TABLE_DIR)
+    spark.createDataFrame([old_row], old_schema).write.format("delta").save(path)
+
+    recover_stale(store, OPTIONS, run_id="run-1")
+
+    runs = spark.read.format("delta").load(path)
+    assert runs.columns == RECOVERY_RUNS_SCHEMA.names
+    assert sorted(runs.select("run_id", "writer_mode").collect()) == [("run-0", None), ("run-1", "multi-writer")]
 
 
 def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry(

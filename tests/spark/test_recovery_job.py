@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark import StreamStore, cli
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import ConfigError, RecoveryOptions, ServerConfig, SparkConfig, StoreConfig, load_config
+from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.session import DELTA_PACKAGE
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import table_path
@@ -54,7 +55,7 @@ def job_env() -> dict[str, str]:
 def test_the_committed_base_toml_loads_with_its_documented_defaults() -> None:
     config = load_config(REPO / "conf", local=False)
 
-    assert config.store == StoreConfig(path=str(REPO / "data" / "store"), database="streamclaim")
+    assert config.store == StoreConfig(path=str(REPO / "data" / "store"), database="streamclaim", single_writer=False)
     assert config.spark == SparkConfig(
         app_name="streamclaim-recover",
         master="local[*]",
@@ -152,6 +153,22 @@ def test_a_missing_store_exits_3_and_creates_nothing(
 
     assert f"no store at {missing}" in capsys.readouterr().err
     assert not missing.exists()
+
+
+@pytest.mark.spark
+def test_s3_without_the_dynamodb_log_store_is_refused_before_anything_touches_the_bucket(
+    spark: SparkSession, conf_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # This session has no S3A connector: any read or write of the path would fail with a missing class.
+    config = load_config(conf_dir, {("store", "path"): ("s3a://bucket/streams", "--store")})
+
+    assert cli.run_job(config, spark=spark) == cli.EXIT_CONFIG
+
+    error = capsys.readouterr().err
+    assert error.startswith("streamclaim-recover: path=s3a://bucket/streams: Delta commits to s3a:// through ")
+    assert "spark.delta.logStore.s3a.impl=io.delta.storage.S3DynamoDBLogStore" in error
+    with pytest.raises(UnsafeObjectStoreError, match=r"single_writer=True"):
+        StreamStore.open("s3a://bucket/streams", spark=spark)
 
 
 @pytest.mark.spark

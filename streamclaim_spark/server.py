@@ -306,6 +306,7 @@ def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
             f"tcp_port:{server.port}\r\n"
             f"uptime_in_seconds:{int(time.monotonic() - server.started)}\r\n"
             f"store_path:{server.store.path}\r\n"
+            f"store_writer_mode:{server.store.safety.mode}\r\n"
         )
     if everything or "clients" in wanted:
         sections.append(

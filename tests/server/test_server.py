@@ -306,3 +306,10 @@ def test_a_client_over_max_clients_gets_redis_error_and_the_others_are_served(se
             assert later.call("PING") == b"+PONG\r\n"
     finally:
         limited.stop(grace_s=5)
+
+
+def test_info_server_names_the_store_and_its_writer_mode(served: StreamClaimServer) -> None:
+    with RawConnection(served.port) as connection:
+        reply = connection.call("INFO", "server").decode()
+    assert f"\r\nstore_path:{served.store.path}\r\nstore_writer_mode:multi-writer\r\n" in reply
+    assert reply.startswith("$") and "\r\ntcp_port:" in reply

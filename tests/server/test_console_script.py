@@ -42,6 +42,17 @@ def test_a_non_loopback_bind_without_a_password_is_refused_before_spark_starts(t
     assert not (tmp_path / "s").exists()
 
 
+def test_a_store_on_s3_without_a_multi_writer_log_store_exits_2_naming_the_fix() -> None:
+    # Spark starts (the check reads its settings) but has no S3A connector: touching the path would fail.
+    result = subprocess.run(
+        _server_command("--store", "s3a://bucket/streams", "--port", "0"), capture_output=True, timeout=300
+    )
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert b"streamclaim-server: path=s3a://bucket/streams: Delta commits to s3a:// through " in result.stderr
+    assert b"(store.single_writer = true in conf/, --single-writer for the jobs)." in result.stderr
+    assert b"ready on" not in result.stdout
+
+
 @pytest.fixture(scope="module")
 def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """``python -m streamclaim_spark.server`` on a new store and a free port, as a user runs it."""

@@ -20,17 +20,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from tests.clock import ManualClock
+
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 ENTRIES = 200
-
-
-class ManualClock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def s3a_settings(endpoint: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore, batch_claim
+from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
 
@@ -18,23 +19,13 @@ T0 = 1_700_000_000_000
 HOUR = 3_600_000
 
 
-class Clock:
-    """A clock the test moves by hand, so staleness never depends on sleeping."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(T0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
-
-
-@pytest.fixture
-def recovering_store(spark: SparkSession, make_store: Callable[..., StreamStore], clock: Clock) -> StreamStore:
+def recovering_store(spark: SparkSession, make_store: Callable[..., StreamStore], clock: ManualClock) -> StreamStore:
     """Two order streams and an audit stream, each with group g whose consumer 'dead' holds 10 entries."""
     store = make_store(clock=clock)
     for key in ("orders-1", "orders-2", "audit"):
@@ -45,7 +36,9 @@ def recovering_store(spark: SparkSession, make_store: Callable[..., StreamStore]
     return store
 
 
-def test_claim_stale_claims_only_the_streams_the_pattern_names(recovering_store: StreamStore, clock: Clock) -> None:
+def test_claim_stale_claims_only_the_streams_the_pattern_names(
+    recovering_store: StreamStore, clock: ManualClock
+) -> None:
     result = recovering_store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("orders-*",)), "rescuer")
 
     assert result.counts == {("orders-1", "g"): (10, 0), ("orders-2", "g"): (10, 0)}
@@ -136,7 +129,7 @@ def _operations_since(spark: SparkSession, store: StreamStore, version: int) -> 
 
 
 def test_claim_stale_rewrites_the_stale_rows_in_one_update_after_one_commit_creating_a_new_owner(
-    recovering_store: StreamStore, spark: SparkSession, clock: Clock
+    recovering_store: StreamStore, spark: SparkSession, clock: ManualClock
 ) -> None:
     store = recovering_store
     before = store.runner.snapshot().version

@@ -32,6 +32,7 @@ from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.schema import bucket_of, group_partition
+from tests.clock import ManualClock
 from tests.spark.pel import by_id, current_version, duplicates, entry_ids, pel_rows
 
 pytestmark = pytest.mark.spark
@@ -40,16 +41,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
 MIN_IDLE = "60000"
-
-
-class ManualClock:
-    """A store clock the test moves by hand; shared by every thread using the store."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @dataclass(frozen=True)

@@ -23,19 +23,12 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.transaction import latest_version
+from tests.clock import ManualClock
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "inspect_stale_pending.ipynb"
 HOUR = 3_600_000
-
-
-class ManualClock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def inject(notebook: Any, **parameters: object) -> None:

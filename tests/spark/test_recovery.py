@@ -35,6 +35,7 @@ from streamclaim_spark.recovery import GroupReport, RecoveryFailedError, recover
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
 from streamclaim_spark.transaction import latest_version
+from tests.clock import ManualClock
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -45,16 +46,6 @@ ORDERS = [f"{T0}-{i}" for i in range(8)]
 PAYMENTS = [f"{T0 + 1}-{i}" for i in range(2)]
 OPTIONS = RecoveryOptions(min_idle_ms=10 * MIN, live_window_ms=10 * MIN, max_deliveries=10)
 PENDING_SCHEMA = "stream string, group_name string, id string, owner string, delivery_time_ms long, delivery_count long"
-
-
-class ManualClock:
-    """A store clock the test moves by hand."""
-
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture(scope="module")

@@ -33,6 +33,7 @@ from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.ids import to_stored
 from streamclaim_spark.recovery import recover_stale
 from streamclaim_spark.snapshot import id_text
+from tests.clock import ManualClock
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -45,14 +46,6 @@ _QUERY = re.compile(r"<!-- query: (\w+) -->\s*```sql\n(.*?)```", re.DOTALL)
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class ManualClock:
-    def __init__(self, now: int) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class Times:

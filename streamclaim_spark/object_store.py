@@ -13,13 +13,10 @@ Delta reads the log-store settings from the SparkContext's configuration when it
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
-
-log = logging.getLogger(__name__)
 
 WriterMode = Literal["multi-writer", "single-writer"]
 MULTI_WRITER: WriterMode = "multi-writer"
@@ -141,33 +138,39 @@ def check_writer_safety(
     safe_on = _SAFE_LOG_STORES.get(log_store)
     if safe_on is not None and scheme in safe_on:
         return WriterSafety(scheme, log_store, MULTI_WRITER)
-    # Single-driver stores anywhere, and known stores on a known scheme they are not safe on (HDFSLogStore's
-    # rename on S3 is a copy). A class or a scheme this module does not know is assumed safe, and said so.
-    known_unsafe = log_store in _SINGLE_DRIVER_LOG_STORES or (safe_on is not None and scheme in _KNOWN_SCHEMES)
-    if not known_unsafe:
-        # A log store (or a scheme) this module does not know: say what is assumed, then trust it.
-        if log_store == _HDFS:
-            assumption = (
-                f"path={path}: the {scheme}:// file system is not one streamclaim-spark knows; Delta uses {_HDFS} "
-                "for it, which is safe with several writing drivers only if the file system's rename is atomic and "
-                "never overwrites (as on HDFS). If it is an object store without that, set a log store with "
-                "put-if-absent (docs/DEPLOY.md) or open the store with single_writer=True and run one writer."
-            )
-        else:
-            assumption = (
-                f"path={path}: log store {log_store} (from the Spark settings) is not one streamclaim-spark knows; "
-                "it is assumed to make each commit a put-if-absent that is atomic across drivers."
-            )
-        mode = SINGLE_WRITER if single_writer else MULTI_WRITER
-        return WriterSafety(scheme, log_store, mode, (assumption,))
-    if single_writer:
+    if log_store in _SINGLE_DRIVER_LOG_STORES:
+        if not single_writer:
+            raise UnsafeObjectStoreError(_refusal(path, scheme, log_store))
         warning = (
             f"path={path}: single-writer mode: {log_store} serialises commits inside this driver only; "
             "a second driver writing this store at the same time (another recovery run, a notebook, a server) "
             "can commit the same Delta version and lose claims or entries."
         )
         return WriterSafety(scheme, log_store, SINGLE_WRITER, (warning,))
-    raise UnsafeObjectStoreError(_refusal(path, scheme, log_store))
+    if safe_on is not None and scheme in _KNOWN_SCHEMES:
+        # A known store set for a known scheme it is not made for (HDFSLogStore's rename on S3 is a copy):
+        # not even one driver's threads are safe, so no promise opens it.
+        raise UnsafeObjectStoreError(
+            f"path={path}: the Spark settings make Delta commit to {scheme}:// through {log_store}, which is made "
+            f"for {'/'.join(sorted(safe_on))} and does not keep one winner per commit on {scheme}://. Remove the "
+            f"setting that chose it (spark.delta.logStore.{scheme}.impl or spark.delta.logStore.class) so Delta "
+            f"uses its default for {scheme}:// (docs/DEPLOY.md)."
+        )
+    # A log store or a scheme this module does not know: say what is assumed, then trust it.
+    if log_store == _HDFS:
+        assumption = (
+            f"path={path}: the {scheme}:// file system is not one streamclaim-spark knows; Delta uses {_HDFS} "
+            "for it, which is safe with several writing drivers only if the file system's rename is atomic and "
+            "never overwrites (as on HDFS). If it is an object store without that, set a log store with "
+            "put-if-absent (docs/DEPLOY.md) or open the store with single_writer=True and run one writer."
+        )
+    else:
+        assumption = (
+            f"path={path}: log store {log_store} (from the Spark settings) is not one streamclaim-spark knows; "
+            "it is assumed to make each commit a put-if-absent that is atomic across drivers."
+        )
+    mode = SINGLE_WRITER if single_writer else MULTI_WRITER
+    return WriterSafety(scheme, log_store, mode, (assumption,))
 
 
 def _refusal(path: str, scheme: str, log_store: str) -> str:

@@ -153,6 +153,14 @@ def test_a_log_store_class_of_the_users_own_is_trusted_with_a_warning() -> None:
     )
 
 
-def test_hdfs_log_store_on_s3_is_refused_since_s3_renames_by_copying() -> None:
-    with pytest.raises(UnsafeObjectStoreError, match=r"through io\.delta\.storage\.HDFSLogStore"):
-        check_writer_safety("s3a://b/s", {"spark.delta.logStore.class": "io.delta.storage.HDFSLogStore"})
+def test_hdfs_log_store_set_for_s3_is_refused_even_for_a_single_writer_since_s3_renames_by_copying() -> None:
+    conf = {"spark.delta.logStore.class": "io.delta.storage.HDFSLogStore"}
+    for single_writer in (False, True):
+        with pytest.raises(UnsafeObjectStoreError) as refused:
+            check_writer_safety("s3a://b/s", conf, single_writer=single_writer)
+        assert str(refused.value) == (
+            "path=s3a://b/s: the Spark settings make Delta commit to s3a:// through io.delta.storage.HDFSLogStore, "
+            "which is made for file/hdfs/viewfs and does not keep one winner per commit on s3a://. Remove the setting "
+            "that chose it (spark.delta.logStore.s3a.impl or spark.delta.logStore.class) so Delta uses its default "
+            "for s3a:// (docs/DEPLOY.md)."
+        )

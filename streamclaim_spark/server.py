@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from streamclaim_spark.commands import command_arity, command_names
-from streamclaim_spark.commands.args import check_arity
+from streamclaim_spark.commands.args import check_arity, check_subcommand
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
-from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand, wrong_arity
+from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, wrong_arity
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.replies import OK, Status
 from streamclaim_spark.store import StreamStore
@@ -218,7 +218,7 @@ _CLIENT_HELP = [
 
 @_connection_command("client", -2)
 def _client(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
-    sub = _subcommand(argv, _CLIENT_ARITY)
+    sub = check_subcommand(argv, _CLIENT_ARITY)
     if sub == "id":
         return client.id
     if sub == "getname":
@@ -252,7 +252,7 @@ _COMMAND_ARITY = {"count": 2, "info": -2, "docs": -2, "list": -2, "help": 2}
 def _command(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
     if len(argv) == 1:
         return [_command_info(name) for name in _all_commands()]
-    sub = _subcommand(argv, _COMMAND_ARITY)
+    sub = check_subcommand(argv, _COMMAND_ARITY)
     if sub == "count":
         return len(_all_commands())
     if sub == "info":
@@ -316,14 +316,6 @@ def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
         keys = server.store.execute("DBSIZE")
         sections.append("# Keyspace\r\n" + (f"db0:keys={keys},expires=0,avg_ttl=0\r\n" if keys else ""))
     return "\r\n".join(sections)
-
-
-def _subcommand(argv: list[str], arities: dict[str, int]) -> str:
-    sub = argv[1].lower()
-    if sub not in arities:
-        raise unknown_subcommand(argv[1], argv[0].upper())
-    check_arity(argv, arities[sub], f"{argv[0].lower()}|{sub}")
-    return sub
 
 
 # --- the server -------------------------------------------------------------------------------------------------

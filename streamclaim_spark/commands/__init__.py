@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
 from streamclaim_spark.commands import groups, pending, reading, streams
-from streamclaim_spark.commands.args import check_arity, is_token
-from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, unknown_subcommand
+from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token
+from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
 from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
 
 if TYPE_CHECKING:
@@ -139,25 +139,16 @@ command("flushdb", -1)(_flush)
 command("flushall", -1)(_flush)
 
 
-def _subcommand(argv: Sequence[str], arities: dict[str, int]) -> str:
-    """Redis' container dispatch: unknown subcommand error, then the subcommand's own arity."""
-    sub = argv[1].lower()
-    if sub not in arities:
-        raise unknown_subcommand(argv[1], argv[0].upper())
-    check_arity(argv, arities[sub], f"{argv[0].lower()}|{sub}")
-    return sub
-
-
 @command("xgroup", -2)
 def _xgroup(runner: Runner, argv: Sequence[str]) -> Any:
-    _subcommand(argv, groups.XGROUP_ARITY)
+    check_subcommand(argv, groups.XGROUP_ARITY)
     request = groups.parse_xgroup_options(argv)
     return runner.transact("XGROUP", lambda ctx: groups.run_xgroup(ctx, request))
 
 
 @command("xinfo", -2)
 def _xinfo(runner: Runner, argv: Sequence[str]) -> Any:
-    _subcommand(argv, groups.XINFO_ARITY)
+    check_subcommand(argv, groups.XINFO_ARITY)
     return runner.transact("XINFO", lambda ctx: groups.run_xinfo(ctx, argv))
 
 

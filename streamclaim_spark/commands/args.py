@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from streamclaim_spark.errors import NOT_AN_INTEGER, ReplyError, wrong_arity
+from streamclaim_spark.errors import NOT_AN_INTEGER, ReplyError, unknown_subcommand, wrong_arity
 from streamclaim_spark.integers import parse_ll
 
 
@@ -36,3 +36,13 @@ def check_arity(argv: Sequence[str], arity: int, fullname: str) -> None:
     count = len(argv)
     if (arity > 0 and count != arity) or (arity < 0 and count < -arity):
         raise wrong_arity(fullname)
+
+
+def check_subcommand(argv: Sequence[str], arities: dict[str, int]) -> str:
+    """Redis' container dispatch (XGROUP, XINFO, CLIENT, COMMAND ...): the unknown-subcommand error, then
+    the subcommand's own arity; returns the subcommand lower-cased."""
+    sub = argv[1].lower()
+    if sub not in arities:
+        raise unknown_subcommand(argv[1], argv[0].upper())
+    check_arity(argv, arities[sub], f"{argv[0].lower()}|{sub}")
+    return sub

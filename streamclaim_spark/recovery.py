@@ -42,7 +42,7 @@ from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, s
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import GroupMeta
-from streamclaim_spark.object_store import MULTI_WRITER
+from streamclaim_spark.object_store import MULTI_WRITER, WriterMode
 from streamclaim_spark.schema import STATE_SCHEMA, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
 from streamclaim_spark.tables import (
@@ -156,7 +156,7 @@ class RecoveryReport:
     status: str = SUCCEEDED
     error: str | None = None
     recorded: bool = False
-    writer_mode: str = MULTI_WRITER
+    writer_mode: WriterMode = MULTI_WRITER
 
     @property
     def totals(self) -> dict[str, int]:

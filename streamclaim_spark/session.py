@@ -7,14 +7,11 @@ first time and served from the Ivy cache afterwards, so later starts work offlin
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.object_store import WriterSafety, check_writer_safety
-
-log = logging.getLogger(__name__)
 
 # delta-spark 4.4.1 on PyPI is a Python-only patch release: Maven Central carries the JVM artifact for
 # Spark 4.2 only up to 4.4.0, which the 4.4.1 Python API drives unchanged (docs/DESIGN.md, "Stack").
@@ -97,15 +94,12 @@ def writer_safety(spark: SparkSession, path: str, *, single_writer: bool = False
     """Checks ``path`` against the log store Delta will use under this session's SparkContext settings.
 
     Raises object_store.UnsafeObjectStoreError when two drivers could both commit one version there and
-    ``single_writer`` is not given; logs every assumption and the single-writer mode as warnings.
+    ``single_writer`` is not given. Logs nothing: ``StreamStore.open`` logs the result's warnings once.
     """
     spark_conf = dict(spark.sparkContext.getConf().getAll())
     hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     default_fs = hadoop_conf.get("fs.defaultFS") or "file:///"
-    safety = check_writer_safety(path, spark_conf, single_writer=single_writer, default_fs=default_fs)
-    for warning in safety.warnings:
-        log.warning(warning)
-    return safety
+    return check_writer_safety(path, spark_conf, single_writer=single_writer, default_fs=default_fs)
 
 
 def quiet_expected_failures(spark: SparkSession) -> None:

@@ -6,6 +6,7 @@ same error texts); the snake_case methods are the typed API that ``execute`` is 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.object_store import MULTI_WRITER, WriterSafety
+from streamclaim_spark.object_store import WriterSafety
 from streamclaim_spark.runner import Clock, Runner
 from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.snapshot import Snapshot
@@ -26,6 +27,7 @@ from streamclaim_spark.tables import ensure_state_table
 from streamclaim_spark.transaction import RetryPolicy
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 
 # 100k pending rows make a ~0.4 MB file, 100k entries of a few short fields ~1.2 MB.
@@ -53,12 +55,13 @@ class StreamStore:
         clock: Clock,
         retry_policy: RetryPolicy,
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
-        safety: WriterSafety | None = None,
+        *,
+        safety: WriterSafety,
     ) -> None:
         self.path = path
         self.runner = Runner(spark, state_path, clock, retry_policy, rows_per_file)
         # How many drivers may write here (object_store.py); open() decides it from the path and settings.
-        self.safety = safety or WriterSafety("file", "io.delta.storage.HDFSLogStore", MULTI_WRITER)
+        self.safety = safety
 
     @classmethod
     def open(
@@ -95,9 +98,17 @@ class StreamStore:
         session = spark if spark is not None else active_or_new_session()
         require_delta(session)
         safety = writer_safety(session, path, single_writer=single_writer)
+        for warning in safety.warnings:
+            log.warning(warning)
         state_path = ensure_state_table(session, path)
         return cls(
-            session, path, state_path, clock or wall_clock_ms, retry_policy or RetryPolicy(), rows_per_file, safety
+            session,
+            path,
+            state_path,
+            clock or wall_clock_ms,
+            retry_policy or RetryPolicy(),
+            rows_per_file,
+            safety=safety,
         )
 
     # --- plumbing (runner.Runner) -------------------------------------------------------------------

@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -48,14 +49,7 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"moto_server did not start on {endpoint}") from None
                 time.sleep(0.1)
-        client = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )
-        client.create_bucket(Bucket=BUCKET)
+        s3_client(endpoint).create_bucket(Bucket=BUCKET)
         yield endpoint
     finally:
         server.terminate()
@@ -63,11 +57,19 @@ def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         log.close()
 
 
-def object_keys(endpoint: str, prefix: str) -> list[str]:
-    client = boto3.client(
-        "s3", endpoint_url=endpoint, aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1"
+def s3_client(endpoint: str) -> Any:
+    """A boto3 S3 client for the test server, with the dummy keys the child driver uses too."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
     )
-    listing = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)
+
+
+def object_keys(endpoint: str, prefix: str) -> list[str]:
+    listing = s3_client(endpoint).list_objects_v2(Bucket=BUCKET, Prefix=prefix)
     return [item["Key"] for item in listing.get("Contents", [])]
 
 

@@ -154,6 +154,11 @@ def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
     return _ensure_table(spark, path, RECOVERY_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
 
 
+# A concurrent creator is waited out for up to 0.2 + 0.4 + ... + 1.2 s = 4.2 s.
+CREATE_TABLE_ATTEMPTS = 6
+NON_EMPTY_LOCATION = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+
+
 def _ensure_table(
     spark: SparkSession,
     path: str,
@@ -161,8 +166,16 @@ def _ensure_table(
     properties: dict[str, str],
     partition_by: str | None = None,
 ) -> str:
-    """Creates a Delta table at ``path`` unless it exists, tolerating a concurrent creator."""
-    for attempt in range(5):
+    """Creates a Delta table at ``path`` unless it exists, tolerating a concurrent creator.
+
+    Two creators racing on one location (two recovery runs writing their first dead letter) see each
+    other in three ways: a commit conflict, "already exists", or, while the other has written its
+    ``_delta_log`` folder but not yet its first commit, a location that is neither empty nor a Delta
+    table. All three are waited out; a location that still is not a Delta table after the last wait
+    raises the last error (a folder of other files is the user's to move).
+    """
+    last_error: Exception | None = None
+    for attempt in range(CREATE_TABLE_ATTEMPTS):
         if DeltaTable.isDeltaTable(spark, path):
             return path
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
@@ -174,7 +187,17 @@ def _ensure_table(
             builder.execute()
             return path
         except Exception as error:
-            if not is_lost_race(error) and "already exists" not in str(error).lower():
+            if not _is_concurrent_create(error):
                 raise
+            last_error = error
             time.sleep(0.2 * (attempt + 1))
-    return path
+    if DeltaTable.isDeltaTable(spark, path):
+        return path
+    assert last_error is not None
+    raise last_error
+
+
+def _is_concurrent_create(error: Exception) -> bool:
+    """True when ``error`` is what creating a table looks like while another creator is mid-way."""
+    text = str(error)
+    return is_lost_race(error) or "already exists" in text.lower() or NON_EMPTY_LOCATION in text

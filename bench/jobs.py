@@ -34,6 +34,9 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("XACK of 1 ID", ("XACK", "s", "g", entry(8))),
     ("XAUTOCLAIM COUNT 100", ("XAUTOCLAIM", "s", "g", "alive", "60000", entry(100), "COUNT", "100")),
     ("XREADGROUP of 5", ("XREADGROUP", "GROUP", "g2", "c", "COUNT", "5", "STREAMS", "s", ">")),
+    ("XACKDEL of 1 ID", ("XACKDEL", "s", "g", "IDS", "1", entry(9))),
+    ("XACKDEL DELREF of 1 ID", ("XACKDEL", "s", "g", "DELREF", "IDS", "1", entry(10))),
+    ("XDELEX of 1 ID", ("XDELEX", "s", "IDS", "1", entry(11))),
 )
 
 

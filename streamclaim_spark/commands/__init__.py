@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
-from streamclaim_spark.commands import groups, pending, reading, streams
+from streamclaim_spark.commands import groups, pending, reading, references, streams
 from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
 from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
@@ -155,6 +155,18 @@ def _xinfo(runner: Runner, argv: Sequence[str]) -> Any:
 @command("xack", -4)
 def _xack(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XACK", lambda ctx: pending.run_xack(ctx, argv[1], argv[2], argv[3:]))
+
+
+@command("xackdel", -6)
+def _xackdel(runner: Runner, argv: Sequence[str]) -> Any:
+    request = references.parse_ackdel_tail(argv[3:])
+    return runner.transact("XACKDEL", lambda ctx: references.run_xackdel(ctx, argv[1], argv[2], request))
+
+
+@command("xdelex", -5)
+def _xdelex(runner: Runner, argv: Sequence[str]) -> Any:
+    request = references.parse_ackdel_tail(argv[2:])
+    return runner.transact("XDELEX", lambda ctx: references.run_xdelex(ctx, argv[1], request))
 
 
 @command("xpending", -3)

@@ -363,16 +363,22 @@ def run_xdel(ctx: Context, key: str, tokens: Sequence[str]) -> int:
         return 0
     ids = parse_ids(tokens)
     existing = ctx.snapshot.entries_by_id(key, ids)
+    delete_entries(ctx, meta, set(existing))
+    return len(existing)
+
+
+def delete_entries(ctx: Context, meta: StreamMeta, existing: set[StreamId]) -> None:
+    """Deletes live entries as XDEL does: the rows go, the head's length, first ID and max-deleted ID follow."""
     if not existing:
-        return 0
+        return
     for entry_id in existing:
-        ctx.plan.add(Write(entry_key(key, entry_id), delete=True))
+        ctx.plan.add(Write(entry_key(meta.key, entry_id), delete=True))
     length = meta.length - len(existing)
     first_id = meta.first_id
     if length == 0:
         first_id = ZERO_ID
     elif meta.first_id in existing:
-        candidates = ctx.snapshot.entry_ids(key, meta.first_id, MAX_ID, count=len(existing) + 1)
+        candidates = ctx.snapshot.entry_ids(meta.key, meta.first_id, MAX_ID, count=len(existing) + 1)
         first_id = next(i for i in candidates if i not in existing)
     after = replace(
         meta,
@@ -381,7 +387,6 @@ def run_xdel(ctx: Context, key: str, tokens: Sequence[str]) -> int:
         max_deleted_id=max(meta.max_deleted_id, *existing),
     )
     put_stream_head(ctx, meta, after)
-    return len(existing)
 
 
 def run_xsetid(ctx: Context, request: XSetId) -> str:

@@ -23,6 +23,9 @@ BUDGETS = {
     "XACK of 1 ID": 7,
     "XAUTOCLAIM COUNT 100": 9,
     "XREADGROUP of 5": 9,
+    "XACKDEL of 1 ID": 7,
+    "XACKDEL DELREF of 1 ID": 9,
+    "XDELEX of 1 ID": 6,
 }
 
 

@@ -7,6 +7,7 @@ import pytest
 from streamclaim_spark.claim import XClaim, delivery_time, parse_xautoclaim, parse_xclaim
 from streamclaim_spark.commands.pending import parse_xpending
 from streamclaim_spark.commands.reading import parse_read
+from streamclaim_spark.commands.references import AckDel, RefPolicy, parse_ackdel_tail
 from streamclaim_spark.commands.streams import parse_xadd, parse_xrange, parse_xsetid, parse_xtrim
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
@@ -162,3 +163,28 @@ class TestClaims:
 
     def test_xautoclaim_exclusive_start_moves_past_the_id(self) -> None:
         assert parse_xautoclaim(["XAUTOCLAIM", "s", "g", "c", "0", "(5-5"]).start == StreamId(5, 6)
+
+
+class TestAckDelTail:
+    """XACKDEL/XDELEX's ``[KEEPREF | DELREF | ACKED] IDS numids id ...`` (redis8 reference §3)."""
+
+    def test_the_policy_defaults_to_keepref_and_may_follow_the_ids(self) -> None:
+        assert parse_ackdel_tail(["IDS", "2", "1-0", "2-0"]) == AckDel(RefPolicy.KEEPREF, ("1-0", "2-0"))
+        assert parse_ackdel_tail(["IDS", "1", "1-0", "acked"]) == AckDel(RefPolicy.ACKED, ("1-0",))
+        assert parse_ackdel_tail(["DelRef", "IDS", "1", "1-0"]) == AckDel(RefPolicy.DELREF, ("1-0",))
+
+    @pytest.mark.parametrize(
+        ("tail", "error"),
+        [
+            (["IDS", "0", "1-0"], "ERR Number of IDs must be a positive integer"),
+            (["IDS", "x", "1-0"], "ERR Number of IDs must be a positive integer"),
+            (["IDS", "3", "1-1", "2-2"], "ERR The `numids` parameter must match the number of arguments"),
+            (["IDS", "1", "1-1", "2-2"], "ERR syntax error"),
+            (["KEEPREF", "DELREF", "IDS", "1", "1-1"], "ERR syntax error"),
+            (["KEEPREF", "IDS"], "ERR syntax error"),
+            (["KEEPREF"], "ERR IDS option is required"),
+        ],
+        ids=["zero", "not-a-number", "too-few-ids", "surplus-id", "two-policies", "ids-at-the-end", "no-ids"],
+    )
+    def test_bad_tails_get_redis_errors(self, tail: list[str], error: str) -> None:
+        assert error_of(parse_ackdel_tail, tail) == error

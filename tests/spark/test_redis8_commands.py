@@ -1,0 +1,166 @@
+"""Redis 8's recovery commands against the reference's worked examples (reference/redis8-recovery-commands.md).
+
+No Redis 8 server installs here, so the expected replies are the reference's, which it took from Redis'
+own tests (T) or, where it says so, from the C source. Each scenario runs on a stream of its own in one
+shared store: ``{s}`` in a script is that stream's key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import ReplyError, StreamStore
+from tests.clock import ManualClock
+from tests.spark.pel import current_version
+
+Script = list[tuple[list[str], Any]]
+
+
+@pytest.fixture(scope="module")
+def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
+    clock = ManualClock(1_700_000_000_000)
+    return StreamStore.open(str(tmp_path_factory.mktemp("redis8") / "store"), spark=spark, clock=clock)
+
+
+def run_script(store: StreamStore, key: str, script: Script) -> None:
+    for argv, expected in script:
+        command = [token.format(s=key) for token in argv]
+        assert (command, store.execute(*command)) == (command, _with_key(expected, key))
+
+
+def _with_key(value: Any, key: str) -> Any:
+    if isinstance(value, str):
+        return value.format(s=key)
+    if isinstance(value, list):
+        return [_with_key(item, key) for item in value]
+    return value
+
+
+def _entries(*ids: str) -> list[list[Any]]:
+    return [[entry_id, ["f", "v"]] for entry_id in ids]
+
+
+# Two entries, each read by g1's c1 and by g2's c2 (X1-X3's setup).
+TWO_GROUPS_READ_BOTH: Script = [
+    (["XADD", "{s}", "1-0", "f", "v"], "1-0"),
+    (["XADD", "{s}", "2-0", "f", "v"], "2-0"),
+    (["XGROUP", "CREATE", "{s}", "g1", "0"], "OK"),
+    (["XGROUP", "CREATE", "{s}", "g2", "0"], "OK"),
+    (["XREADGROUP", "GROUP", "g1", "c1", "STREAMS", "{s}", ">"], [["{s}", _entries("1-0", "2-0")]]),
+    (["XREADGROUP", "GROUP", "g2", "c2", "STREAMS", "{s}", ">"], [["{s}", _entries("1-0", "2-0")]]),
+]
+NOTHING_PENDING = [0, None, None, None]
+C2_HOLDS_BOTH = [2, "1-0", "2-0", [["c2", "2"]]]
+
+SCENARIOS: dict[str, Script] = {
+    # X1: ACKED deletes only what no group references any more.
+    "xackdel-acked": [
+        *TWO_GROUPS_READ_BOTH,
+        (["XACKDEL", "{s}", "g1", "ACKED", "IDS", "2", "1-0", "2-0"], [2, 2]),
+        (["XLEN", "{s}"], 2),
+        (["XPENDING", "{s}", "g1"], NOTHING_PENDING),
+        (["XPENDING", "{s}", "g2"], C2_HOLDS_BOTH),
+        (["XACKDEL", "{s}", "g2", "ACKED", "IDS", "2", "1-0", "2-0"], [1, 1]),
+        (["XLEN", "{s}"], 0),
+    ],
+    # X2: KEEPREF deletes and leaves g2's references dangling; acking them later still answers 1.
+    "xackdel-keepref": [
+        *TWO_GROUPS_READ_BOTH,
+        (["XACKDEL", "{s}", "g1", "KEEPREF", "IDS", "2", "1-0", "2-0"], [1, 1]),
+        (["XLEN", "{s}"], 0),
+        (["XPENDING", "{s}", "g2"], C2_HOLDS_BOTH),
+        (["XACKDEL", "{s}", "g2", "KEEPREF", "IDS", "2", "1-0", "2-0"], [1, 1]),
+        (["XPENDING", "{s}", "g2"], NOTHING_PENDING),
+    ],
+    # X3: DELREF removes the IDs from every group's PEL.
+    "xackdel-delref": [
+        *TWO_GROUPS_READ_BOTH,
+        (["XACKDEL", "{s}", "g1", "DELREF", "IDS", "2", "1-0", "2-0"], [1, 1]),
+        (["XPENDING", "{s}", "g2"], NOTHING_PENDING),
+        (["XACKDEL", "{s}", "g2", "DELREF", "IDS", "2", "1-0", "2-0"], [-1, -1]),
+        (["XLEN", "{s}"], 0),
+    ],
+    # X4: a missing key or group answers -1 per ID, before the IDs are parsed.
+    "xackdel-missing": [
+        (["XADD", "{s}", "1-1", "f", "v"], "1-1"),
+        (["XGROUP", "CREATE", "{s}", "g", "0"], "OK"),
+        (["XACKDEL", "{s}-nokey", "g", "IDS", "2", "1-1", "2-2"], [-1, -1]),
+        (["XACKDEL", "{s}", "nogroup", "IDS", "2", "1-1", "2-2"], [-1, -1]),
+        (["XACKDEL", "{s}-nokey", "g", "IDS", "1", "garbage"], [-1]),
+        (["XDELEX", "{s}-nokey", "DELREF", "IDS", "1", "garbage"], [-1]),
+    ],
+    # X5: XDELEX; ACKED answers 2 while g still holds the entry, then deletes once it is acked.
+    "xdelex": [
+        (["XADD", "{s}", "1-0", "a", "1"], "1-0"),
+        (["XADD", "{s}", "2-0", "a", "2"], "2-0"),
+        (["XGROUP", "CREATE", "{s}", "g", "0"], "OK"),
+        (
+            ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "{s}", ">"],
+            [["{s}", [["1-0", ["a", "1"]], ["2-0", ["a", "2"]]]]],
+        ),
+        (["XDELEX", "{s}", "ACKED", "IDS", "1", "1-0"], [2]),
+        (["XACK", "{s}", "g", "1-0"], 1),
+        (["XDELEX", "{s}", "ACKED", "IDS", "1", "1-0"], [1]),
+        (["XDELEX", "{s}", "IDS", "2", "2-0", "9-0"], [1, -1]),
+        (["XPENDING", "{s}", "g"], [1, "2-0", "2-0", [["c", "1"]]]),
+        (["XDELEX", "{s}", "DELREF", "IDS", "1", "2-0"], [-1]),
+        (["XPENDING", "{s}", "g"], NOTHING_PENDING),
+        (["XLEN", "{s}"], 0),
+    ],
+    # Code-derived edges: an ID no group has read is referenced even when it does not exist; a
+    # repeated ID is answered once per occurrence; deletion moves the head like XDEL.
+    "xdelex-edges": [
+        (["XADD", "{s}", "1-0", "f", "v"], "1-0"),
+        (["XADD", "{s}", "2-0", "f", "v"], "2-0"),
+        (["XADD", "{s}", "3-0", "f", "v"], "3-0"),
+        (["XGROUP", "CREATE", "{s}", "g", "1-0"], "OK"),
+        (["XDELEX", "{s}", "ACKED", "IDS", "3", "1-0", "9-0", "1-0"], [1, 2, -1]),
+        (["XDELEX", "{s}", "KEEPREF", "IDS", "2", "2-0", "2-0"], [1, -1]),
+        (["XRANGE", "{s}", "-", "+"], [["3-0", ["f", "v"]]]),
+        (["XLEN", "{s}"], 1),
+    ],
+}
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_the_reference_examples_get_the_reference_replies(store: StreamStore, scenario: str) -> None:
+    run_script(store, scenario, SCENARIOS[scenario])
+
+
+INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (
+            ["XACKDEL", "{s}", "g", "IDS", "3", "1-1", "2-2"],
+            "ERR The `numids` parameter must match the number of arguments",
+        ),
+        (["XACKDEL", "{s}", "g", "KEEPREF", "DELREF", "IDS", "1", "1-1"], "ERR syntax error"),
+        (["XACKDEL", "{s}", "g", "IDS", "1", "bad"], INVALID_ID),
+        (["XACKDEL", "{s}", "g", "IDS"], "ERR wrong number of arguments for 'xackdel' command"),
+        (["XDELEX", "{s}", "ACKED", "FOO", "BAR"], "ERR syntax error"),
+        (["XDELEX", "{s}", "IDS", "2", "1-1", "bad"], INVALID_ID),
+        (["XDELEX", "{s}", "IDS", "1"], "ERR wrong number of arguments for 'xdelex' command"),
+    ],
+    ids=["numids-mismatch", "two-policies", "bad-id", "xackdel-arity", "unknown-option", "xdelex-bad-id", "xdelex-arity"],
+)
+def test_bad_arguments_get_the_redis_error_and_commit_nothing(store: StreamStore, argv: list[str], error: str) -> None:
+    key = "validation"
+    if store.execute("EXISTS", key) == 0:
+        run_script(
+            store, key, [(["XADD", "{s}", "1-1", "f", "v"], "1-1"), (["XGROUP", "CREATE", "{s}", "g", "0"], "OK")]
+        )
+        run_script(
+            store, key, [(["XREADGROUP", "GROUP", "g", "c", "STREAMS", "{s}", ">"], [["{s}", [["1-1", ["f", "v"]]]]])]
+        )
+    version = current_version(store)
+    with pytest.raises(ReplyError) as raised:
+        store.execute(*[token.format(s=key) for token in argv])
+    assert str(raised.value) == error
+    assert current_version(store) == version
+    assert store.execute("XPENDING", key, "g") == [1, "1-1", "1-1", [["c", "1"]]]

@@ -440,6 +440,18 @@ class Snapshot:
         self.prefetch(Need(key, (group,), pending_scan=scan))
         return [pending_from_row(row) for row in self._scans[(C.KIND_PENDING, key, group, scan)]]
 
+    def idle_pending(self, key: str, group: str, delivered_at_or_before: int, limit: int | None) -> list[PendingEntry]:
+        """PEL entries delivered at or before the cutoff, oldest delivery first (ties in ID order), at
+        most ``limit``: the head of Redis' time-ordered PEL list, which XREADGROUP CLAIM walks."""
+        rows = (
+            self.pending_frame(key, group)
+            .where(F.col(C.DELIVERY_TIME_MS) <= delivered_at_or_before)
+            .orderBy(C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
+        )
+        if limit is not None:
+            rows = rows.limit(limit)
+        return [pending_from_row(row) for row in rows.collect()]
+
     def pending_by_id(self, key: str, group: str, ids: Iterable[StreamId]) -> dict[StreamId, PendingEntry]:
         wanted = tuple(set(ids))
         if not wanted:

@@ -224,7 +224,14 @@ def _read_with_block(
             served = runner.transact(operation, lambda ctx: run(ctx, request))
     if served is None:
         return None
-    return [[key, [entry_reply(entry, entry_id) for entry_id, entry in items]] for key, items in served]
+    return [[key, [_read_item_reply(item) for item in items]] for key, items in served]
+
+
+def _read_item_reply(item: reading.ReadItem) -> list[Any]:
+    """``[id, fields]``, or under XREADGROUP CLAIM ``[id, fields, idle-ms, delivery-count]`` (integers)."""
+    entry_id, entry, claim_meta = item
+    reply = entry_reply(entry, entry_id)
+    return reply if claim_meta is None else [*reply, *claim_meta]
 
 
 @command("xclaim", -6)

@@ -1,8 +1,10 @@
 """XREADGROUP and XREAD: delivering entries to consumers and reading consumers' history.
 
-Parsing follows Redis 7.0's xreadCommand. A ``>`` read moves the group's cursor, creates or resets
-PEL entries for the delivered IDs and touches the consumer, all in the command's one commit; a
-history read re-delivers the consumer's own pending entries.
+Parsing follows Redis 7.0's xreadCommand, plus Redis 8.4's ``CLAIM min-idle-time``. A ``>`` read moves
+the group's cursor, creates or resets PEL entries for the delivered IDs and touches the consumer, all
+in the command's one commit; a history read re-delivers the consumer's own pending entries. With
+CLAIM a ``>`` read first claims the group's entries idle for at least min-idle-time, oldest delivery
+first, then serves new ones, in the same commit (reference/redis8-recovery-commands.md §1).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from streamclaim_spark.commands.groups import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id
+from streamclaim_spark.integers import LLONG_MAX
 from streamclaim_spark.lag import entries_read_after_delivery
 from streamclaim_spark.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
 
@@ -30,12 +33,18 @@ ERR_DOLLAR_IN_XREADGROUP = (
     "by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty "
     "result set."
 )
+ERR_CLAIM_ONLY_XREADGROUP = "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+ERR_MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer or out of range"
+ERR_MIN_IDLE_NEGATIVE = "ERR min-idle-time must be a positive integer"
 ERR_GT_IN_XREAD = (
     "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."
 )
 
-# A stream item of a read reply: (key, entries); an entry of None is a deleted entry still pending.
-StreamReply = tuple[str, list[tuple[StreamId, Entry | None]]]
+# An entry of a read reply: (id, entry, claim metadata). The entry is None for a deleted entry still
+# pending; the metadata is (idle ms, delivery count before this read) under CLAIM, else None.
+ReadItem = tuple[StreamId, Entry | None, tuple[int, int] | None]
+# A stream item of a read reply: (key, entries).
+StreamReply = tuple[str, list[ReadItem]]
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,7 @@ class Read:
     count: int = 0  # 0: no limit
     block_ms: int | None = None
     noack: bool = False
+    claim_min_idle: int | None = None  # CLAIM min-idle-time (XREADGROUP, Redis 8.4)
 
 
 def parse_read(argv: Sequence[str]) -> Read:
@@ -60,6 +70,7 @@ def parse_read(argv: Sequence[str]) -> Read:
     group: str | None = None
     consumer: str | None = None
     noack = False
+    claim_min_idle: int | None = None
     i = 1
     while i < len(argv):
         more = len(argv) - i - 1
@@ -87,6 +98,13 @@ def parse_read(argv: Sequence[str]) -> Read:
             if not xreadgroup:
                 raise ReplyError(ERR_NOACK_ONLY_XREADGROUP)
             noack = True
+        elif is_word(option, "CLAIM") and more:
+            if not xreadgroup:
+                raise ReplyError(ERR_CLAIM_ONLY_XREADGROUP)
+            i += 1  # the next token is the value, even a keyword: "CLAIM STREAMS" is not an integer
+            claim_min_idle = int_arg(argv[i], ERR_MIN_IDLE_NOT_INTEGER)
+            if claim_min_idle < 0:
+                raise ReplyError(ERR_MIN_IDLE_NEGATIVE)
         else:
             raise ReplyError(SYNTAX)
         i += 1
@@ -97,7 +115,7 @@ def parse_read(argv: Sequence[str]) -> Read:
     half = (len(argv) - streams_at) // 2
     keys = tuple(argv[streams_at : streams_at + half])
     ids = tuple(argv[streams_at + half :])
-    return Read(keys, ids, group, consumer, count, block_ms, noack)
+    return Read(keys, ids, group, consumer, count, block_ms, noack, claim_min_idle)
 
 
 def run_xreadgroup(ctx: Context, request: Read) -> list[StreamReply] | None:
@@ -117,14 +135,19 @@ def run_xreadgroup(ctx: Context, request: Read) -> list[StreamReply] | None:
         parsed = parse_id(id_arg, strict=True)
         starts.append(None if parsed == MAX_ID else parsed)
     served: list[StreamReply] = []
+    claim = request.claim_min_idle
     for key, start in zip(request.keys, starts, strict=True):
-        reply = _serve_group_stream(ctx, request, key, start)
+        if start is not None:
+            claim = None  # Redis keeps one min-idle for the command: a history key turns CLAIM off for the rest
+        reply = _serve_group_stream(ctx, request, key, start, claim)
         if reply is not None:
             served.append(reply)
     return served or None
 
 
-def _serve_group_stream(ctx: Context, request: Read, key: str, after: StreamId | None) -> StreamReply | None:
+def _serve_group_stream(
+    ctx: Context, request: Read, key: str, after: StreamId | None, claim_min_idle: int | None
+) -> StreamReply | None:
     group_name, consumer_name = request.group, request.consumer
     assert group_name is not None and consumer_name is not None
     stream = ctx.snapshot.stream(key)
@@ -138,43 +161,81 @@ def _serve_group_stream(ctx: Context, request: Read, key: str, after: StreamId |
         ctx.plan.add(Write(consumer_row(key, group_name, consumer, ctx.txn)))
         put_group(ctx, group, group)
         return key, served
+    claimed = []
+    if claim_min_idle is not None:
+        claimed = _claim_idle(ctx, key, group_name, consumer_name, claim_min_idle, count)
+    remaining = None if count is None else count - len(claimed)
     entries = (
-        ctx.snapshot.entries(key, group.last_id.incr(), MAX_ID, count)
-        if stream.length and group.last_id != MAX_ID
+        ctx.snapshot.entries(key, group.last_id.incr(), MAX_ID, remaining)
+        if stream.length and group.last_id != MAX_ID and remaining != 0
         else []
     )
-    if not entries:
-        # Redis 7.0 creates (and touches) the consumer only for a stream it serves: nothing to commit.
+    if not entries and not claimed:
+        # Redis creates (and touches) the consumer only for a stream it serves: nothing to commit.
         return None
-    if not request.noack:
+    if claimed or not request.noack:
         consumer = replace(consumer, active_time=ctx.now)
     ctx.plan.add(Write(consumer_row(key, group_name, consumer, ctx.txn)))
+    # One write per PEL row: an ID claimed and then delivered again as new (after XGROUP SETID moved
+    # the cursor back) ends as the new delivery, as in Redis.
+    pel_writes = {pending.id: pending for pending, _ in claimed}
     moved = group
     for entry in entries:
         if entry.id > moved.last_id:
             moved = replace(moved, entries_read=entries_read_after_delivery(stream, moved, entry.id), last_id=entry.id)
         if not request.noack:
             # A new NACK and a NACK re-delivered after XGROUP SETID moved backwards end up identical.
-            nack = PendingEntry(entry.id, consumer_name, ctx.now, 1)
-            ctx.plan.add(Write(pending_row(key, group_name, nack, ctx.txn)))
+            pel_writes[entry.id] = PendingEntry(entry.id, consumer_name, ctx.now, 1)
+    for pending in pel_writes.values():
+        ctx.plan.add(Write(pending_row(key, group_name, pending, ctx.txn)))
     put_group(ctx, group, moved)
-    return key, [(entry.id, entry) for entry in entries]
+    new_meta = (0, 0) if claim_min_idle is not None else None
+    items: list[ReadItem] = [item for _, item in claimed]
+    items.extend((entry.id, entry, new_meta) for entry in entries)
+    return key, items
+
+
+def _claim_idle(
+    ctx: Context, key: str, group: str, consumer: str, min_idle: int, count: int | None
+) -> list[tuple[PendingEntry, ReadItem]]:
+    """CLAIM's first phase: the group's entries idle >= min_idle, oldest delivery first, at most
+    ``count``, each moved to ``consumer`` with its delivery counted; entries deleted from the stream
+    are skipped and stay pending. Returns each claim's new PEL row and its reply item."""
+    claimed: list[tuple[PendingEntry, ReadItem]] = []
+    limit = None if count is None else max(2 * count, 16)
+    seen = 0
+    while True:
+        # Deleted entries do not count towards COUNT: read further when they left the batch short.
+        batch = ctx.snapshot.idle_pending(key, group, ctx.now - min_idle, limit)
+        live = ctx.snapshot.entries_by_id(key, [p.id for p in batch[seen:]])
+        for pending in batch[seen:]:
+            entry = live.get(pending.id)
+            if entry is None:
+                continue
+            moved = PendingEntry(pending.id, consumer, ctx.now, min(pending.delivery_count + 1, LLONG_MAX))
+            idle = ctx.now - pending.delivery_time
+            claimed.append((moved, (pending.id, entry, (idle, pending.delivery_count))))
+            if count is not None and len(claimed) == count:
+                return claimed
+        if limit is None or len(batch) < limit:
+            return claimed
+        seen, limit = len(batch), limit * 4
 
 
 def _serve_history(
     ctx: Context, key: str, group: str, consumer: str, after: StreamId, count: int | None
-) -> list[tuple[StreamId, Entry | None]]:
+) -> list[ReadItem]:
     if after == MAX_ID:
         return []
     own = ctx.snapshot.pending(key, group, after.incr(), MAX_ID, count, owner=consumer)
     live = ctx.snapshot.entries_by_id(key, [p.id for p in own]) if own else {}
-    served: list[tuple[StreamId, Entry | None]] = []
+    served: list[ReadItem] = []
     for nack in own:
         entry = live.get(nack.id)
         if entry is not None:
             bumped = replace(nack, delivery_time=ctx.now, delivery_count=nack.delivery_count + 1)
             ctx.plan.add(Write(pending_row(key, group, bumped, ctx.txn)))
-        served.append((nack.id, entry))
+        served.append((nack.id, entry, None))
     return served
 
 
@@ -196,7 +257,7 @@ def run_xread(ctx: Context, request: Read) -> list[StreamReply] | None:
             continue
         entries = ctx.snapshot.entries(key, after.incr(), MAX_ID, request.count or None)
         if entries:
-            served.append((key, [(entry.id, entry) for entry in entries]))
+            served.append((key, [(entry.id, entry, None) for entry in entries]))
     return served or None
 
 
@@ -218,5 +279,13 @@ def has_new_entries(ctx: Context, request: Read) -> bool:
         else:
             after = parse_id(id_arg, strict=True)
         if after != MAX_ID and ctx.snapshot.entry_ids(key, after.incr(), MAX_ID, 1):
+            return True
+        # CLAIM also wakes when a pending entry has been idle long enough (Redis sets a deadline).
+        claim = request.claim_min_idle
+        if (
+            claim is not None
+            and request.group is not None
+            and ctx.snapshot.idle_pending(key, request.group, ctx.now - claim, 1)
+        ):
             return True
     return False

@@ -2,11 +2,13 @@
 
 No Redis 8 server installs here, so the expected replies are the reference's, which it took from Redis'
 own tests (T) or, where it says so, from the C source. Each scenario runs on a stream of its own in one
-shared store: ``{s}`` in a script is that stream's key.
+shared store: ``{s}`` in a script is that stream's key, and ``["+ms", "N"]`` moves the store's clock
+N ms on, so every idle time in a reply is exact.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -19,14 +21,20 @@ from tests.spark.pel import current_version
 Script = list[tuple[list[str], Any]]
 
 
+T0 = 1_700_000_000_000
+CLOCK = ManualClock(T0)
+
+
 @pytest.fixture(scope="module")
 def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
-    clock = ManualClock(1_700_000_000_000)
-    return StreamStore.open(str(tmp_path_factory.mktemp("redis8") / "store"), spark=spark, clock=clock)
+    return StreamStore.open(str(tmp_path_factory.mktemp("redis8") / "store"), spark=spark, clock=CLOCK)
 
 
 def run_script(store: StreamStore, key: str, script: Script) -> None:
     for argv, expected in script:
+        if argv[0] == "+ms":
+            CLOCK.now += int(argv[1])
+            continue
         command = [token.format(s=key) for token in argv]
         assert (command, store.execute(*command)) == (command, _with_key(expected, key))
 
@@ -53,6 +61,15 @@ TWO_GROUPS_READ_BOTH: Script = [
     (["XREADGROUP", "GROUP", "g2", "c2", "STREAMS", "{s}", ">"], [["{s}", _entries("1-0", "2-0")]]),
 ]
 NOTHING_PENDING = [0, None, None, None]
+
+# Entries 1-0..3-0 with fields f=v1..v3, and group g at 0 (the CLAIM scenarios' setup).
+V1, V2, V3 = (["1-0", ["f", "v1"]], ["2-0", ["f", "v2"]], ["3-0", ["f", "v3"]])
+THREE_ENTRIES: Script = [
+    (["XADD", "{s}", "1-0", "f", "v1"], "1-0"),
+    (["XADD", "{s}", "2-0", "f", "v2"], "2-0"),
+    (["XGROUP", "CREATE", "{s}", "g", "0"], "OK"),
+    (["XADD", "{s}", "3-0", "f", "v3"], "3-0"),
+]
 C2_HOLDS_BOTH = [2, "1-0", "2-0", [["c2", "2"]]]
 
 SCENARIOS: dict[str, Script] = {
@@ -122,6 +139,69 @@ SCENARIOS: dict[str, Script] = {
         (["XRANGE", "{s}", "-", "+"], [["3-0", ["f", "v"]]]),
         (["XLEN", "{s}"], 1),
     ],
+    # E1: CLAIM 0 claims what is pending, then serves what is new; new entries carry idle 0, count 0.
+    "claim-and-new": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "{s}", ">"], [["{s}", [V1]]]),
+        (["+ms", "5"], None),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "CLAIM", "0", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, 5, 1], [*V2, 0, 0], [*V3, 0, 0]]]],
+        ),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 2], ["2-0", "c2", 0, 1], ["3-0", "c2", 0, 1]]),
+    ],
+    # E2, E3, E4: nothing idle enough and nothing new is nil; COUNT covers claimed and new together;
+    # a history read ignores CLAIM.
+    "claim-threshold-count-history": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2, V3]]]),
+        (["+ms", "50"], None),
+        (["XREADGROUP", "GROUP", "g", "c2", "CLAIM", "100", "STREAMS", "{s}", ">"], None),
+        (["+ms", "50"], None),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "2", "CLAIM", "50", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, 100, 1], [*V2, 100, 1]]]],
+        ),
+        (["XPENDING", "{s}", "g"], [3, "1-0", "3-0", [["c1", "1"], ["c2", "2"]]]),
+        (["XREADGROUP", "GROUP", "g", "c1", "CLAIM", "0", "STREAMS", "{s}", "0"], [["{s}", [V3]]]),
+    ],
+    # Oldest delivery first, whatever the IDs; a deleted entry is skipped, not counted, and stays pending.
+    "claim-order-and-deleted": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2, V3]]]),
+        (["XCLAIM", "{s}", "g", "c1", "0", "3-0", "IDLE", "300", "JUSTID"], ["3-0"]),
+        (["XCLAIM", "{s}", "g", "c1", "0", "1-0", "IDLE", "200", "JUSTID"], ["1-0"]),
+        (["XDEL", "{s}", "3-0"], 1),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "100", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, 200, 1]]]],
+        ),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 2], ["2-0", "c1", 0, 1], ["3-0", "c1", 300, 1]]),
+    ],
+    # NOACK leaves new entries out of the PEL, but a claimed entry is still moved and counted.
+    "claim-noack": [
+        *THREE_ENTRIES[:-1],
+        (["XREADGROUP", "GROUP", "g", "c1", "COUNT", "1", "STREAMS", "{s}", ">"], [["{s}", [V1]]]),
+        (["+ms", "10"], None),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "CLAIM", "5", "NOACK", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, 10, 1], [*V2, 0, 0]]]],
+        ),
+        (["XPENDING", "{s}", "g"], [1, "1-0", "1-0", [["c2", "1"]]]),
+    ],
+    # After XGROUP SETID moves the cursor back, an ID can be claimed and delivered again as new in one
+    # reply; the new delivery wins (count 1).
+    "claim-after-setid": [
+        *THREE_ENTRIES[:-1],
+        (["XREADGROUP", "GROUP", "g", "c1", "COUNT", "2", "STREAMS", "{s}", ">"], [["{s}", [V1, V2]]]),
+        (["+ms", "10"], None),
+        (["XGROUP", "SETID", "{s}", "g", "0"], "OK"),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "4", "CLAIM", "5", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, 10, 1], [*V2, 10, 1], [*V1, 0, 0], [*V2, 0, 0]]]],
+        ),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 1], ["2-0", "c2", 0, 1]]),
+    ],
 }
 
 
@@ -147,7 +227,15 @@ INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
         (["XDELEX", "{s}", "IDS", "2", "1-1", "bad"], INVALID_ID),
         (["XDELEX", "{s}", "IDS", "1"], "ERR wrong number of arguments for 'xdelex' command"),
     ],
-    ids=["numids-mismatch", "two-policies", "bad-id", "xackdel-arity", "unknown-option", "xdelex-bad-id", "xdelex-arity"],
+    ids=[
+        "numids-mismatch",
+        "two-policies",
+        "bad-id",
+        "xackdel-arity",
+        "unknown-option",
+        "xdelex-bad-id",
+        "xdelex-arity",
+    ],
 )
 def test_bad_arguments_get_the_redis_error_and_commit_nothing(store: StreamStore, argv: list[str], error: str) -> None:
     key = "validation"
@@ -164,3 +252,38 @@ def test_bad_arguments_get_the_redis_error_and_commit_nothing(store: StreamStore
     assert str(raised.value) == error
     assert current_version(store) == version
     assert store.execute("XPENDING", key, "g") == [1, "1-1", "1-1", [["c", "1"]]]
+
+
+def test_two_consumers_reading_with_claim_at_once_claim_each_stale_entry_exactly_once(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    key = "claim-race"
+    store.append(key, spark.range(60).selectExpr("CAST(id AS STRING) AS n"))
+    store.execute("XGROUP", "CREATE", key, "g", "0")
+    store.deliver(key, "g", "dead")
+    CLOCK.now += 1_000
+    start = threading.Barrier(2)
+    replies: dict[str, Any] = {}
+
+    def read(consumer: str) -> None:
+        start.wait()
+        replies[consumer] = store.execute(
+            "XREADGROUP", "GROUP", "g", consumer, "COUNT", "40", "CLAIM", "500", "STREAMS", key, ">"
+        )
+
+    readers = [threading.Thread(target=read, args=(consumer,)) for consumer in ("a", "b")]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+
+    claimed = {consumer: [item[0] for item in reply[0][1]] for consumer, reply in replies.items()}
+    assert sorted(len(ids) for ids in claimed.values()) == [20, 40]  # the loser re-ran and took the rest
+    assert not set(claimed["a"]) & set(claimed["b"])
+    every_id = [row[0] for row in store.execute("XRANGE", key, "-", "+")]
+    assert sorted(claimed["a"] + claimed["b"], key=every_id.index) == every_id
+    assert all(item[2:] == [1_000, 1] for reply in replies.values() for item in reply[0][1])
+    pel = store.execute("XPENDING", key, "g", "-", "+", "100")
+    assert [(row[0], row[1], row[3]) for row in pel] == [
+        (entry_id, "a" if entry_id in claimed["a"] else "b", 2) for entry_id in every_id
+    ]

@@ -188,3 +188,57 @@ class TestAckDelTail:
     )
     def test_bad_tails_get_redis_errors(self, tail: list[str], error: str) -> None:
         assert error_of(parse_ackdel_tail, tail) == error
+
+
+class TestXreadgroupClaim:
+    """``CLAIM min-idle-time`` (Redis 8.4; redis8 reference §1, examples E5)."""
+
+    def test_claim_may_come_anywhere_before_streams_and_the_last_value_wins(self) -> None:
+        argv = ["XREADGROUP", "CLAIM", "50", "GROUP", "g", "c", "COUNT", "1", "CLAIM", "60", "STREAMS", "s", ">"]
+        request = parse_read(argv)
+        assert (request.group, request.consumer, request.count, request.claim_min_idle) == ("g", "c", 1, 60)
+        assert parse_read(["XREADGROUP", "GROUP", "g", "c", "CLAIM", "0", "STREAMS", "s", ">"]).claim_min_idle == 0
+
+    @pytest.mark.parametrize(
+        ("argv", "error"),
+        [
+            (
+                ["XREAD", "COUNT", "2", "CLAIM", "10", "STREAMS", "s", "0-0"],
+                "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead.",
+            ),
+            (
+                ["XREADGROUP", "GROUP", "g", "c", "CLAIM", "-10", "STREAMS", "s", ">"],
+                "ERR min-idle-time must be a positive integer",
+            ),
+            *(
+                (
+                    ["XREADGROUP", "GROUP", "g", "c", "CLAIM", value, "STREAMS", "s", ">"],
+                    "ERR min-idle-time is not an integer or out of range",
+                )
+                for value in ("5.5", "abc", "+10", "-0", "10e")
+            ),
+            (
+                ["XREADGROUP", "GROUP", "g", "c", "CLAIM", "STREAMS", "s", ">"],
+                "ERR min-idle-time is not an integer or out of range",
+            ),
+            (["XREADGROUP", "GROUP", "g", "CLAIM", "50", "c1", "STREAMS", "s", ">"], "ERR syntax error"),
+            (
+                ["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">", "CLAIM"],
+                "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified.",
+            ),
+        ],
+        ids=[
+            "xread",
+            "negative",
+            "decimal",
+            "word",
+            "plus",
+            "minus-zero",
+            "exponent",
+            "keyword",
+            "group-takes-claim",
+            "after-streams",
+        ],
+    )
+    def test_bad_claims_get_redis_errors(self, argv: list[str], error: str) -> None:
+        assert error_of(parse_read, argv) == error

@@ -66,12 +66,40 @@ class ConsumerMeta:
 
 @dataclass(frozen=True)
 class PendingEntry:
-    """A PEL entry: delivered to ``owner``, not yet acknowledged."""
+    """A PEL entry: delivered to ``owner``, not yet acknowledged.
+
+    An entry given back by XNACK (Redis 8.8) has no owner (None) and a negative delivery time that
+    places it in the group's NACK zone (``nack_time``).
+    """
 
     id: StreamId
-    owner: str
+    owner: str | None
     delivery_time: int
     delivery_count: int
+
+    @property
+    def nacked(self) -> bool:
+        return self.delivery_time < 0
+
+    def idle(self, now: int) -> int:
+        """Milliseconds since delivery; an entry in the NACK zone counts from 0, as Redis sets it."""
+        return now - max(self.delivery_time, 0)
+
+
+# XNACK's zone at the head of a group's time-ordered PEL (Redis 8.8): owner-less entries waiting for
+# immediate redelivery, first NACKed first. Their stored delivery time is negative (real delivery
+# times never are: XCLAIM clamps TIME/IDLE to [0, now]), so ordering by delivery time puts the zone
+# first in NACK order and every idle-time cutoff lets them through, as Redis claims them whatever
+# the min-idle-time. Value: NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS + the position in the command.
+NACK_ZONE_BASE = -(2**62)
+NACK_SLOTS_PER_MS = 2**20
+
+
+def nack_time(now: int, after: int | None) -> int:
+    """The first NACK-zone time for a command at ``now``: after every NACK already in the zone
+    (``after``, the zone's largest time, None when empty), so the zone stays FIFO within one ms."""
+    slot = NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS
+    return slot if after is None or after < slot else after + 1
 
 
 @dataclass(frozen=True)

@@ -237,6 +237,11 @@ _OWNERS = "_owners"
 _COPIED = "_copied"
 _ENTRY_EXISTS = "_entry_exists"
 _COPY_COLUMNS = [C.STREAM, C.GROUP, _COPY_ID, C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS]
+# A copy matches its pending row on every column of _COPY_COLUMNS, the owner null-safely: an XNACKed
+# entry has none, and null never equals null in a join. _COPY_KEY is _COPY_COLUMNS with the owner
+# replaced by _OWNER_KEY (``_with_owner_key``).
+_OWNER_KEY = "_owner_key"
+_COPY_KEY = [C.STREAM, C.GROUP, _COPY_ID, _OWNER_KEY, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS]
 _PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
 
 Pair = tuple[str, str]
@@ -661,7 +666,8 @@ def _classify(
     rows = pending.join(entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left").withColumn(_COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
     copied: Column = F.lit(False)
     if copies is not None:
-        rows = rows.join(copies.withColumn(_COPIED, F.lit(True)), _COPY_COLUMNS, "left")
+        matches = _with_owner_key(copies).drop(C.OWNER).withColumn(_COPIED, F.lit(True))
+        rows = _with_owner_key(rows).join(matches, _COPY_KEY, "left").drop(_OWNER_KEY)
         copied = F.col(_COPIED).isNotNull()
     stale = F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms)
     poison = (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries)) if options.dead_letter else F.lit(False)
@@ -822,7 +828,14 @@ def _unmatched_copies(store: StreamStore, copies: DataFrame, pairs: list[Pair], 
             C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias(_COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
         )
     )
-    return _pairs_only(store.session(), copies, pairs).join(pending, _COPY_COLUMNS, "left_anti")
+    unmatched = _with_owner_key(_pairs_only(store.session(), copies, pairs))
+    return unmatched.join(_with_owner_key(pending).drop(C.OWNER), _COPY_KEY, "left_anti").drop(_OWNER_KEY)
+
+
+def _with_owner_key(frame: DataFrame) -> DataFrame:
+    """``frame`` with _OWNER_KEY: its owner, or a value no consumer name is expected to take when it has
+    none (an XNACKed entry), so that equality joins match owner-less rows too."""
+    return frame.withColumn(_OWNER_KEY, F.coalesce(F.col(C.OWNER), F.lit("\x00xnack\x00")))
 
 
 def _withdraw_copies(store: StreamStore, run_id: str, frames: list[DataFrame]) -> None:

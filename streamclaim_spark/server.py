@@ -106,7 +106,7 @@ _CONNECTION_COMMANDS: dict[str, tuple[int, _Handler]] = {}
 _NO_AUTH = {"auth", "hello", "quit"}
 # Data commands that write (for COMMAND INFO's flags).
 _WRITE_COMMANDS = {"xadd", "xdel", "xtrim", "xsetid", "xgroup", "xack", "xclaim", "xautoclaim", "xreadgroup", "del"}
-_WRITE_COMMANDS |= {"flushdb", "flushall", "xackdel", "xdelex"}
+_WRITE_COMMANDS |= {"flushdb", "flushall", "xackdel", "xdelex", "xnack"}
 
 
 def _connection_command(name: str, arity: int) -> Callable[[_Handler], _Handler]:

@@ -452,6 +452,11 @@ class Snapshot:
             rows = rows.limit(limit)
         return [pending_from_row(row) for row in rows.collect()]
 
+    def last_nack_time(self, key: str, group: str) -> int | None:
+        """The largest delivery time in the group's NACK zone (model.nack_time), None when it is empty."""
+        row = self.pending_frame(key, group).where(F.col(C.DELIVERY_TIME_MS) < 0).agg(F.max(C.DELIVERY_TIME_MS)).first()
+        return None if row is None else row[0]
+
     def pending_by_id(self, key: str, group: str, ids: Iterable[StreamId]) -> dict[StreamId, PendingEntry]:
         wanted = tuple(set(ids))
         if not wanted:
@@ -463,13 +468,14 @@ class Snapshot:
     def pending_counts(self, key: str, group: str) -> dict[str, int]:
         """Number of pending entries per owner (owners with none are absent)."""
         rows = self.pending_frame(key, group).groupBy(C.OWNER).count().collect()
-        return {row[C.OWNER]: row["count"] for row in rows}
+        return {row[C.OWNER]: row["count"] for row in rows if row[C.OWNER] is not None}  # None: XNACKed
 
     def pending_summary(self, key: str, group: str) -> tuple[int, StreamId | None, StreamId | None, dict[str, int]]:
         """XPENDING's summary in the same query as the stream and group heads.
 
         Returns the number of pending entries, the smallest and largest pending ID and the count per
-        owner; the heads land in the snapshot (``existing_group`` answers without another query).
+        owner (XNACKed entries, which have none, count only in the total); the heads land in the
+        snapshot (``existing_group`` answers without another query).
         """
         pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
         stream_part, group_part = stream_partition(key), group_partition(key, group)
@@ -489,20 +495,23 @@ class Snapshot:
             .collect()
         )
         counts: dict[str, int] = {}
+        total = 0
         lowest: StreamId | None = None
         highest: StreamId | None = None
         for row in rows:
             if row[C.ROW_KIND] != C.KIND_PENDING:
                 self._remember_head(row["row"])
                 continue
-            counts[row[C.OWNER]] = row["n"]
+            total += row["n"]
+            if row[C.OWNER] is not None:  # XNACKed entries count in the total, under no consumer
+                counts[row[C.OWNER]] = row["n"]
             low, high = stored_id(row["lo"]), stored_id(row["hi"])
             lowest = low if lowest is None else min(lowest, low)
             highest = high if highest is None else max(highest, high)
         if heads:
             self._streams.setdefault(key, None)
             self._groups.setdefault((key, group), None)
-        return sum(counts.values()), lowest, highest, counts
+        return total, lowest, highest, counts
 
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(consumers, pending entries) per group, in one aggregation over the groups' partitions."""

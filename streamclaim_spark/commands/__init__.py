@@ -12,7 +12,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
-from streamclaim_spark.commands import groups, pending, reading, references, streams
+from streamclaim_spark.commands import groups, nack, pending, reading, references, streams
 from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
 from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
@@ -167,6 +167,11 @@ def _xackdel(runner: Runner, argv: Sequence[str]) -> Any:
 def _xdelex(runner: Runner, argv: Sequence[str]) -> Any:
     request = references.parse_ackdel_tail(argv[2:])
     return runner.transact("XDELEX", lambda ctx: references.run_xdelex(ctx, argv[1], request))
+
+
+@command("xnack", -7)
+def _xnack(runner: Runner, argv: Sequence[str]) -> Any:
+    return runner.transact("XNACK", lambda ctx: nack.run_xnack(ctx, argv[1], argv[2], argv[3:]))
 
 
 @command("xpending", -3)

@@ -336,7 +336,8 @@ def _full_group_record(ctx: Context, meta: StreamMeta, group: GroupMeta, limit: 
             ("entries-read", entries_read_reply(group)),
             ("lag", lag(meta, group)),
             ("pel-count", total),
-            ("pending", [[str(p.id), p.owner, p.delivery_time, p.delivery_count] for p in pel]),
+            # An XNACKed entry: no owner, delivery time 0 (Redis 8.8).
+            ("pending", [[str(p.id), p.owner or "", max(p.delivery_time, 0), p.delivery_count] for p in pel]),
             ("consumers", consumers),
         ]
     )

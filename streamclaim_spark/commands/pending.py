@@ -89,7 +89,13 @@ def run_xpending(ctx: Context, request: XPending) -> Any:
     if request.consumer is not None and (ctx.snapshot.consumer(request.key, request.group, request.consumer) is None):
         return []
     entries = _pending_entries(ctx, request, scan)
-    return [[str(p.id), p.owner, max(0, ctx.now - p.delivery_time), p.delivery_count] for p in entries]
+    # An XNACKed entry has no owner and no idle time: Redis 8.8 lists it as ["id", "", -1, count].
+    return [
+        [str(p.id), "", -1, p.delivery_count]
+        if p.owner is None
+        else [str(p.id), p.owner, max(0, p.idle(ctx.now)), p.delivery_count]
+        for p in entries
+    ]
 
 
 def _pending_scan(ctx: Context, request: XPending) -> Scan | None:

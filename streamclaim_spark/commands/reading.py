@@ -198,7 +198,8 @@ def _serve_group_stream(
 def _claim_idle(
     ctx: Context, key: str, group: str, consumer: str, min_idle: int, count: int | None
 ) -> list[tuple[PendingEntry, ReadItem]]:
-    """CLAIM's first phase: the group's entries idle >= min_idle, oldest delivery first, at most
+    """CLAIM's first phase: the group's XNACKed entries (first NACKed first), then its entries idle >=
+    min_idle, oldest delivery first, at most
     ``count``, each moved to ``consumer`` with its delivery counted; entries deleted from the stream
     are skipped and stay pending. Returns each claim's new PEL row and its reply item."""
     claimed: list[tuple[PendingEntry, ReadItem]] = []
@@ -213,8 +214,7 @@ def _claim_idle(
             if entry is None:
                 continue
             moved = PendingEntry(pending.id, consumer, ctx.now, min(pending.delivery_count + 1, LLONG_MAX))
-            idle = ctx.now - pending.delivery_time
-            claimed.append((moved, (pending.id, entry, (idle, pending.delivery_count))))
+            claimed.append((moved, (pending.id, entry, (pending.idle(ctx.now), pending.delivery_count))))
             if count is not None and len(claimed) == count:
                 return claimed
         if limit is None or len(batch) < limit:

@@ -39,7 +39,17 @@ def run_script(store: StreamStore, key: str, script: Script) -> None:
         assert (command, store.execute(*command)) == (command, _with_key(expected, key))
 
 
+class _Now:
+    """Stands for the store clock's reading when the command runs: the idle time Redis reports for an
+    XNACKed entry claimed by XREADGROUP CLAIM is ``now - 0`` (reference §1.8)."""
+
+
+NOW = _Now()
+
+
 def _with_key(value: Any, key: str) -> Any:
+    if value is NOW:
+        return CLOCK.now
     if isinstance(value, str):
         return value.format(s=key)
     if isinstance(value, list):
@@ -202,6 +212,70 @@ SCENARIOS: dict[str, Script] = {
         ),
         (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 1], ["2-0", "c2", 0, 1]]),
     ],
+    # N1, N2: each mode's count; the entry loses its owner (XPENDING: "", idle -1); the summary counts
+    # it in the total under no consumer (code-derived: an empty consumer list).
+    "xnack-modes": [
+        *THREE_ENTRIES[:-1],
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2]]]),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "1", "1-0"], 1),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "", -1, 1], ["2-0", "c1", 0, 1]]),
+        (["XNACK", "{s}", "g", "SILENT", "IDS", "1", "1-0"], 1),
+        (["XPENDING", "{s}", "g", "-", "+", "10", "c1"], [["2-0", "c1", 0, 1]]),
+        (["XNACK", "{s}", "g", "FATAL", "IDS", "1", "1-0"], 1),
+        (["XPENDING", "{s}", "g", "IDLE", "1000", "-", "+", "10"], [["1-0", "", -1, 9223372036854775807]]),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "2", "1-0", "2-0", "RETRYCOUNT", "99"], 2),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "", -1, 99], ["2-0", "", -1, 99]]),
+        (["XPENDING", "{s}", "g"], [2, "1-0", "2-0", []]),
+    ],
+    # N3, N4: IDs not pending are not counted, repeats are; FORCE makes an owner-less entry with count 0
+    # for an entry that exists, and nothing for one that does not.
+    "xnack-count-and-force": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2, V3]]]),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "1", "9-9"], 0),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "5", "1-0", "9-9", "2-0", "8-8", "3-0"], 3),
+        (["XNACK", "{s}", "g", "SILENT", "IDS", "2", "1-0", "1-0"], 2),
+        (["XPENDING", "{s}", "g", "-", "+", "1"], [["1-0", "", -1, 0]]),
+        (["XGROUP", "CREATE", "{s}", "fresh", "$"], "OK"),
+        (["XNACK", "{s}", "fresh", "FAIL", "IDS", "1", "1-0", "FORCE"], 1),
+        (["XNACK", "{s}", "fresh", "FAIL", "IDS", "1", "9-9", "FORCE"], 0),
+        (["XPENDING", "{s}", "fresh", "-", "+", "10"], [["1-0", "", -1, 0]]),
+        (["XLEN", "{s}"], 3),
+    ],
+    # N5: the NACK zone is first-NACKed-first, a re-NACK moves an entry to its end, and XREADGROUP
+    # CLAIM serves it before anything else, reporting idle = now (delivery time 0).
+    "xnack-zone-order": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2, V3]]]),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "3", "1-0", "2-0", "3-0"], 3),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "1", "1-0"], 1),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "5", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V2, NOW, 1]]]],
+        ),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "5", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V3, NOW, 1]]]],
+        ),
+        (
+            ["XREADGROUP", "GROUP", "g", "c2", "COUNT", "1", "CLAIM", "5", "STREAMS", "{s}", ">"],
+            [["{s}", [[*V1, NOW, 1]]]],
+        ),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 2], ["2-0", "c2", 0, 2], ["3-0", "c2", 0, 2]]),
+    ],
+    # An owner-less entry is claimable with any min-idle-time; XGROUP DELCONSUMER removes only the
+    # consumer's own entries; a history read leaves owner-less entries out; XACK removes them.
+    "xnack-and-other-commands": [
+        *THREE_ENTRIES,
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2, V3]]]),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "2", "1-0", "2-0"], 2),
+        (["XCLAIM", "{s}", "g", "c2", "99999", "1-0"], [V1]),
+        (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", "0"], [["{s}", [V3]]]),
+        (["XGROUP", "DELCONSUMER", "{s}", "g", "c1"], 1),
+        (["XPENDING", "{s}", "g", "-", "+", "10"], [["1-0", "c2", 0, 2], ["2-0", "", -1, 1]]),
+        (["XACK", "{s}", "g", "2-0"], 1),
+        (["XPENDING", "{s}", "g"], [1, "1-0", "1-0", [["c2", "1"]]]),
+    ],
 }
 
 
@@ -226,15 +300,22 @@ INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
         (["XDELEX", "{s}", "ACKED", "FOO", "BAR"], "ERR syntax error"),
         (["XDELEX", "{s}", "IDS", "2", "1-1", "bad"], INVALID_ID),
         (["XDELEX", "{s}", "IDS", "1"], "ERR wrong number of arguments for 'xdelex' command"),
+        (
+            ["XNACK", "{s}-nokey", "g", "SILENT", "IDS", "1", "1-1"],
+            "NOGROUP No such key '{s}-nokey' or consumer group 'g'",
+        ),
+        (
+            ["XNACK", "{s}", "nogroup", "BADMODE", "IDS", "1", "1-1"],
+            "NOGROUP No such key '{s}' or consumer group 'nogroup'",
+        ),
+        (["XNACK", "{s}", "g", "BADMODE", "IDS", "1", "1-1"], "ERR ERR mode must be SILENT, FAIL, or FATAL"),
+        (["XNACK", "{s}", "g", "FAIL", "IDS", "2", "1-1", "bad"], INVALID_ID),
+        (["XNACK", "{s}", "g", "SILENT", "IDS", "1"], "ERR wrong number of arguments for 'xnack' command"),
     ],
     ids=[
-        "numids-mismatch",
-        "two-policies",
-        "bad-id",
-        "xackdel-arity",
-        "unknown-option",
-        "xdelex-bad-id",
-        "xdelex-arity",
+        *("numids-mismatch", "two-policies", "bad-id", "xackdel-arity", "unknown-option", "xdelex-bad-id"),
+        *("xdelex-arity", "xnack-missing-key", "xnack-nogroup-before-mode", "xnack-mode", "xnack-bad-id"),
+        "xnack-arity",
     ],
 )
 def test_bad_arguments_get_the_redis_error_and_commit_nothing(store: StreamStore, argv: list[str], error: str) -> None:
@@ -249,7 +330,7 @@ def test_bad_arguments_get_the_redis_error_and_commit_nothing(store: StreamStore
     version = current_version(store)
     with pytest.raises(ReplyError) as raised:
         store.execute(*[token.format(s=key) for token in argv])
-    assert str(raised.value) == error
+    assert str(raised.value) == error.format(s=key)
     assert current_version(store) == version
     assert store.execute("XPENDING", key, "g") == [1, "1-1", "1-1", [["c", "1"]]]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streamclaim_spark.claim import XClaim, delivery_time, parse_xautoclaim, parse_xclaim
+from streamclaim_spark.commands.nack import NackMode, XNack, nacked_count, parse_xnack_tail
 from streamclaim_spark.commands.pending import parse_xpending
 from streamclaim_spark.commands.reading import parse_read
 from streamclaim_spark.commands.references import AckDel, RefPolicy, parse_ackdel_tail
@@ -242,3 +243,51 @@ class TestXreadgroupClaim:
     )
     def test_bad_claims_get_redis_errors(self, argv: list[str], error: str) -> None:
         assert error_of(parse_read, argv) == error
+
+
+class TestXnack:
+    """XNACK's tail after key and group (Redis 8.8; redis8 reference §2, N6). The doubled ``ERR`` is what
+    Redis' source sends for these texts (docs/DESIGN.md, "Redis 8 commands")."""
+
+    def test_options_come_in_any_order_around_the_ids(self) -> None:
+        assert parse_xnack_tail(["fail", "FORCE", "IDS", "2", "1-0", "2-0", "RETRYCOUNT", "3"]) == XNack(
+            NackMode.FAIL, ("1-0", "2-0"), 3, True
+        )
+        assert parse_xnack_tail(["SILENT", "RETRYCOUNT", "0", "IDS", "1", "1-0"]) == XNack(NackMode.SILENT, ("1-0",), 0)
+
+    @pytest.mark.parametrize(
+        ("tail", "error"),
+        [
+            (["BADMODE", "IDS", "1", "1-0"], "ERR ERR mode must be SILENT, FAIL, or FATAL"),
+            (["SILENT", "IDS", "0", "1-0"], "ERR numids must be a positive integer"),
+            (["SILENT", "IDS", "2147483648", "1-0"], "ERR numids must be a positive integer"),
+            (["SILENT", "IDS", "x", "1-0"], "ERR numids must be a positive integer"),
+            (["FAIL", "IDS", "3", "1-0", "2-0"], "ERR ERR number of IDs doesn't match numids"),
+            (["FAIL", "FATAL", "IDS", "1", "1-0"], "ERR ERR Unrecognized XNACK option 'FATAL'"),
+            (["FAIL", "IDS", "1", "1-0", "2-0"], "ERR ERR Unrecognized XNACK option '2-0'"),
+            (["FAIL", "IDS", "1", "1-0", "RETRYCOUNT"], "ERR ERR Unrecognized XNACK option 'RETRYCOUNT'"),
+            (["FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "x"], "ERR value is not an integer or out of range"),
+            (["FAIL", "IDS", "1", "1-0", "RETRYCOUNT", "-1"], "ERR ERR Invalid RETRYCOUNT value, must be >= 0"),
+            (["FAIL", "FORCE", "RETRYCOUNT", "1"], "ERR ERR syntax error, expected IDS keyword"),
+        ],
+        ids=[
+            "mode",
+            "numids-zero",
+            "numids-over-int-max",
+            "numids-word",
+            "too-few-ids",
+            "second-mode",
+            "surplus-id",
+            "retrycount-at-the-end",
+            "retrycount-word",
+            "retrycount-negative",
+            "no-ids",
+        ],
+    )
+    def test_bad_tails_get_the_texts_redis_source_sends(self, tail: list[str], error: str) -> None:
+        assert error_of(parse_xnack_tail, tail) == error
+
+    def test_the_mode_sets_the_count_unless_retrycount_does(self) -> None:
+        assert [nacked_count(mode, None, 3) for mode in NackMode] == [2, 3, 2**63 - 1]
+        assert nacked_count(NackMode.SILENT, None, 0) == 0
+        assert nacked_count(NackMode.FATAL, 7, 3) == 7

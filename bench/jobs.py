@@ -37,6 +37,11 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("XACKDEL of 1 ID", ("XACKDEL", "s", "g", "IDS", "1", entry(9))),
     ("XACKDEL DELREF of 1 ID", ("XACKDEL", "s", "g", "DELREF", "IDS", "1", entry(10))),
     ("XDELEX of 1 ID", ("XDELEX", "s", "IDS", "1", entry(11))),
+    (
+        "XREADGROUP CLAIM of 5",
+        ("XREADGROUP", "GROUP", "g", "alive", "COUNT", "5", "CLAIM", "60000", "STREAMS", "s", ">"),
+    ),
+    ("XNACK of 1 ID", ("XNACK", "s", "g", "FAIL", "IDS", "1", entry(12))),
 )
 
 

@@ -104,11 +104,21 @@ def nacked_count(mode: NackMode, retry_count: int | None, count: int) -> int:
 
 def run_xnack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:
     """XNACK: the number of IDs given back (repeats count each time), in one commit."""
-    ctx.snapshot.load_heads(key, [group_name])
-    group = group_or_nogroup(ctx, key, group_name)  # before the mode and options, as in Redis
-    request = parse_xnack_tail(tokens)
-    ids = parse_ids(request.id_tokens)
+    # Parsed ahead so that the heads and the IDs' rows come in one query; a parse error is raised only
+    # once the key and group are known to exist, as Redis looks them up first.
+    request: XNack | None = None
+    ids: list[StreamId] = []
+    invalid: ReplyError | None = None
+    try:
+        parsed = parse_xnack_tail(tokens)
+        ids, request = parse_ids(parsed.id_tokens), parsed
+    except ReplyError as error:
+        invalid = error
     ctx.snapshot.prefetch(Need(key, (group_name,), entry_ids=tuple(ids), pending_ids=tuple(ids)))
+    group = group_or_nogroup(ctx, key, group_name)
+    if invalid is not None:
+        raise invalid
+    assert request is not None
     pending = ctx.snapshot.pending_by_id(key, group_name, ids)
     alive = set(ctx.snapshot.entries_by_id(key, ids)) if request.force else set()
     next_time = nack_time(ctx.now, ctx.snapshot.last_nack_time(key, group_name))

@@ -26,6 +26,8 @@ BUDGETS = {
     "XACKDEL of 1 ID": 7,
     "XACKDEL DELREF of 1 ID": 9,
     "XDELEX of 1 ID": 6,
+    "XREADGROUP CLAIM of 5": 11,
+    "XNACK of 1 ID": 9,
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup, put_group
-from streamclaim_spark.commands.streams import parse_ids
+from streamclaim_spark.commands.streams import parse_ids_deferred
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
@@ -21,11 +21,7 @@ from streamclaim_spark.snapshot import Need, Scan
 
 
 def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:
-    try:
-        ids: list[StreamId] = parse_ids(tokens)
-        invalid: ReplyError | None = None
-    except ReplyError as error:
-        ids, invalid = [], error
+    ids, invalid = parse_ids_deferred(tokens)
     # The heads and the IDs' PEL rows in one query.
     ctx.snapshot.prefetch(Need(key, (group_name,), pending_ids=tuple(ids)))
     group = ctx.snapshot.existing_group(key, group_name)

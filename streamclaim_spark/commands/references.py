@@ -21,7 +21,7 @@ from enum import Enum
 
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import put_group
-from streamclaim_spark.commands.streams import delete_entries, parse_ids
+from streamclaim_spark.commands.streams import delete_entries, parse_ids_deferred
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId
@@ -122,11 +122,7 @@ class _References:
 
 def run_xackdel(ctx: Context, key: str, group_name: str, request: AckDel) -> list[int]:
     """XACKDEL: acknowledges each ID in the group, then deletes it under the policy; one code per ID."""
-    try:
-        ids: list[StreamId] = parse_ids(request.id_tokens)
-        invalid: ReplyError | None = None
-    except ReplyError as error:
-        ids, invalid = [], error
+    ids, invalid = parse_ids_deferred(request.id_tokens)
     ctx.snapshot.prefetch(Need(key, (group_name,), entry_ids=tuple(ids), pending_ids=tuple(ids)))
     meta = ctx.snapshot.stream(key)
     if meta is None or ctx.snapshot.group(key, group_name) is None:
@@ -157,11 +153,7 @@ def run_xackdel(ctx: Context, key: str, group_name: str, request: AckDel) -> lis
 
 def run_xdelex(ctx: Context, key: str, request: AckDel) -> list[int]:
     """XDELEX: deletes each ID under the policy; one code per ID."""
-    try:
-        ids: list[StreamId] = parse_ids(request.id_tokens)
-        invalid: ReplyError | None = None
-    except ReplyError as error:
-        ids, invalid = [], error
+    ids, invalid = parse_ids_deferred(request.id_tokens)
     ctx.snapshot.prefetch(Need(key, entry_ids=tuple(ids)))
     meta = ctx.snapshot.stream(key)
     if meta is None:

@@ -205,6 +205,15 @@ def parse_ids(tokens: Sequence[str]) -> list[StreamId]:
     return [parse_id(token, strict=True) for token in tokens]
 
 
+def parse_ids_deferred(tokens: Sequence[str]) -> tuple[list[StreamId], ReplyError | None]:
+    """Strict IDs, or none and the error to raise later: commands that answer for a missing key or
+    group before they validate IDs (XACK, XACKDEL, XDELEX) still read everything in one query."""
+    try:
+        return parse_ids(tokens), None
+    except ReplyError as error:
+        return [], error
+
+
 @dataclass(frozen=True)
 class XSetId:
     key: str

@@ -78,10 +78,11 @@ def view_queries(store_path: str) -> dict[str, str]:
         "pending": (
             f"SELECT {C.STREAM}, {C.GROUP}, {id_sql(C.ID_MS, C.ID_SEQ)} AS id, {unsigned_sql(C.ID_MS)} AS id_ms, "
             # An XNACKed entry (Redis 8.8) has no owner, delivery time 0 as Redis reports it, no
-            # delivery timestamp and no idle time; its stored time is negative (model.nack_time).
+            # delivery timestamp and no idle time; its stored time is negative (model.nack_time). The
+            # expressions below read the stored column: a FROM column wins over a lateral alias.
             f"{unsigned_sql(C.ID_SEQ)} AS id_seq, {C.OWNER}, {C.DELIVERY_COUNT}, "
             f"GREATEST({C.DELIVERY_TIME_MS}, 0) AS {C.DELIVERY_TIME_MS}, "
-            f"CASE WHEN {C.DELIVERY_TIME_MS} >= 0 THEN {_millis_timestamp(C.DELIVERY_TIME_MS)} END AS delivered_at, "
+            f"{_millis_timestamp(C.DELIVERY_TIME_MS)} AS delivered_at, "
             f"CASE WHEN {C.DELIVERY_TIME_MS} >= 0 THEN {NOW_MS} - {C.DELIVERY_TIME_MS} END AS idle_ms "
             f"FROM {rows(C.KIND_PENDING)}"
         ),

@@ -14,7 +14,9 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark import ReplyError, StreamStore, sql
+from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.recovery import recover_stale
 from tests.clock import ManualClock
 from tests.spark.pel import current_version
 
@@ -368,3 +370,38 @@ def test_two_consumers_reading_with_claim_at_once_claim_each_stale_entry_exactly
     assert [(row[0], row[1], row[3]) for row in pel] == [
         (entry_id, "a" if entry_id in claimed["a"] else "b", 2) for entry_id in every_id
     ]
+
+
+def test_an_entry_nacked_fatal_is_dead_lettered_by_the_recovery_job_and_sql_shows_nacked_entries_ownerless(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    key = "nack-recovery"
+    run_script(
+        store,
+        key,
+        [
+            *THREE_ENTRIES[:-1],
+            (["XREADGROUP", "GROUP", "g", "c1", "STREAMS", "{s}", ">"], [["{s}", [V1, V2]]]),
+            (["XNACK", "{s}", "g", "FATAL", "IDS", "1", "1-0"], 1),
+            (["XNACK", "{s}", "g", "FAIL", "IDS", "1", "2-0"], 1),
+        ],
+    )
+    sql.register(spark, store.path, database="streamclaim_redis8")
+    pending = spark.sql(
+        "SELECT id, owner, delivery_count, delivery_time_ms, delivered_at, idle_ms FROM streamclaim_redis8.pending "
+        f"WHERE stream = '{key}' ORDER BY id"
+    ).collect()
+    assert [tuple(row) for row in pending] == [
+        ("1-0", None, 2**63 - 1, 0, None, None),
+        ("2-0", None, 1, 0, None, None),
+    ]
+
+    # Owner-less entries are claimable whatever the min-idle-time; FATAL's count is past any limit.
+    report = recover_stale(store, RecoveryOptions(min_idle_ms=3_600_000, streams=(key,), max_deliveries=5))
+
+    assert (report.totals["claimed"], report.totals["dead_lettered"]) == (1, 1)
+    assert store.execute("XPENDING", key, "g", "-", "+", "10") == [["2-0", "recovery", 0, 2]]
+    letters = spark.sql(
+        f"SELECT id, owner, delivery_count FROM streamclaim_redis8.dead_letters WHERE stream = '{key}'"
+    ).collect()
+    assert [tuple(row) for row in letters] == [("1-0", None, 2**63 - 1)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from delta.tables import DeltaTable
@@ -156,7 +157,11 @@ def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
 
 # A concurrent creator is waited out for up to 0.2 + 0.4 + ... + 1.2 s = 4.2 s.
 CREATE_TABLE_ATTEMPTS = 6
-NON_EMPTY_LOCATION = "DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION"
+# What creating a table raises while another creator is part-way (see _ensure_table).
+CONCURRENT_CREATE_ERRORS = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND")
+# Creators in one process take turns, so threads of one driver (two recovery runs) never race;
+# creators in other processes are waited out as above.
+_CREATE_LOCK = threading.Lock()
 
 
 def _ensure_table(
@@ -169,11 +174,19 @@ def _ensure_table(
     """Creates a Delta table at ``path`` unless it exists, tolerating a concurrent creator.
 
     Two creators racing on one location (two recovery runs writing their first dead letter) see each
-    other in three ways: a commit conflict, "already exists", or, while the other has written its
-    ``_delta_log`` folder but not yet its first commit, a location that is neither empty nor a Delta
-    table. All three are waited out; a location that still is not a Delta table after the last wait
-    raises the last error (a folder of other files is the user's to move).
+    other as a commit conflict, "already exists", or, while the other is part-way, a ``_delta_log``
+    folder with no commit yet (DELTA_TABLE_NOT_FOUND) or a first commit that appeared after this
+    command's analysis (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION). All are waited out; a location
+    that still is not a Delta table after the last wait raises the last error (a folder of other
+    files, or a ``_delta_log`` a crashed creator left empty, is the user's to move).
     """
+    with _CREATE_LOCK:
+        return _create_table(spark, path, schema, properties, partition_by)
+
+
+def _create_table(
+    spark: SparkSession, path: str, schema: StructType, properties: dict[str, str], partition_by: str | None
+) -> str:
     last_error: Exception | None = None
     for attempt in range(CREATE_TABLE_ATTEMPTS):
         if DeltaTable.isDeltaTable(spark, path):
@@ -200,4 +213,4 @@ def _ensure_table(
 def _is_concurrent_create(error: Exception) -> bool:
     """True when ``error`` is what creating a table looks like while another creator is mid-way."""
     text = str(error)
-    return is_lost_race(error) or "already exists" in text.lower() or NON_EMPTY_LOCATION in text
+    return is_lost_race(error) or "already exists" in text.lower() or any(e in text for e in CONCURRENT_CREATE_ERRORS)

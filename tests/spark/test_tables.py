@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import threading
 from pathlib import Path
 
@@ -17,12 +18,10 @@ from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_tabl
 def test_two_runs_creating_the_dead_letter_table_at_the_same_moment_both_get_one_table(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    # Two recovery runs writing their first dead letters. Released together, the loser of a pair sees
-    # a commit conflict most times and, about one time in seven here, a location that already holds
-    # the winner's first commit although its own analysis found no table
-    # (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION; CI failed on it in session 8). 16 pairs make
-    # missing that case unlikely.
-    stores = [str(tmp_path / f"store{i}") for i in range(16)]
+    # Two recovery runs of one driver writing their first dead letters. Before creators in a process
+    # took turns, the loser of a pair saw a commit conflict, DELTA_TABLE_NOT_FOUND or
+    # DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION (CI failed on the last two in sessions 8 and 9).
+    stores = [str(tmp_path / f"store{i}") for i in range(8)]
     returned: list[str] = []
     errors: list[BaseException] = []
 
@@ -47,6 +46,30 @@ def test_two_runs_creating_the_dead_letter_table_at_the_same_moment_both_get_one
         table = DeltaTable.forPath(spark, f"{store_path}/dead_letters")
         assert table.toDF().schema == DEAD_LETTER_SCHEMA
         assert [row.version for row in table.history().collect()] == [0]
+
+
+def test_a_dead_letter_table_another_process_has_begun_creating_is_waited_for_and_then_used(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a creator in another process leaves while it writes its first commit: a _delta_log folder
+    # holding only the commit's temporary file (Delta says DELTA_TABLE_NOT_FOUND).
+    location = tmp_path / "store" / "dead_letters"
+    (location / "_delta_log").mkdir(parents=True)
+    commit_in_flight = location / "_delta_log" / ".00000000000000000000.json.tmp"
+    commit_in_flight.write_text("")
+    waits: list[float] = []
+
+    def the_other_creator_commits_meanwhile(seconds: float) -> None:
+        waits.append(seconds)
+        if len(waits) == 1:  # the other creator's end state: its table, version 0
+            shutil.rmtree(location / "_delta_log")
+            DeltaTable.create(spark).location(str(location)).addColumns(DEAD_LETTER_SCHEMA).execute()
+
+    monkeypatch.setattr(tables.time, "sleep", the_other_creator_commits_meanwhile)
+
+    assert ensure_dead_letter_table(spark, str(tmp_path / "store")) == str(location)
+    assert waits == [0.2]
+    assert [row.version for row in DeltaTable.forPath(spark, str(location)).history().collect()] == [0]
 
 
 def test_a_dead_letter_location_holding_other_files_is_refused_at_once_and_left_alone(

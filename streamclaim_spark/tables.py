@@ -203,11 +203,16 @@ def _create_table(
             if not _is_concurrent_create(error):
                 raise
             last_error = error
-            time.sleep(0.2 * (attempt + 1))
+            _wait_for_other_creator(0.2 * (attempt + 1))
     if DeltaTable.isDeltaTable(spark, path):
         return path
     assert last_error is not None
     raise last_error
+
+
+def _wait_for_other_creator(seconds: float) -> None:
+    """Sleeps between creation attempts (its own function, so tests can stand in for the other creator)."""
+    time.sleep(seconds)
 
 
 def _is_concurrent_create(error: Exception) -> bool:

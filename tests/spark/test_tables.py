@@ -65,7 +65,7 @@ def test_a_dead_letter_table_another_process_has_begun_creating_is_waited_for_an
             shutil.rmtree(location / "_delta_log")
             DeltaTable.create(spark).location(str(location)).addColumns(DEAD_LETTER_SCHEMA).execute()
 
-    monkeypatch.setattr(tables.time, "sleep", the_other_creator_commits_meanwhile)
+    monkeypatch.setattr(tables, "_wait_for_other_creator", the_other_creator_commits_meanwhile)
 
     assert ensure_dead_letter_table(spark, str(tmp_path / "store")) == str(location)
     assert waits == [0.2]
@@ -79,7 +79,7 @@ def test_a_dead_letter_location_holding_other_files_is_refused_at_once_and_left_
     location.mkdir(parents=True)
     (location / "notes.txt").write_text("not a table")
     waits: list[float] = []
-    monkeypatch.setattr(tables.time, "sleep", waits.append)
+    monkeypatch.setattr(tables, "_wait_for_other_creator", waits.append)
 
     with pytest.raises(AnalysisException, match=rf"^\[DELTA_MISSING_DELTA_TABLE\] `{location}` is not a Delta table"):
         ensure_dead_letter_table(spark, str(tmp_path / "store"))

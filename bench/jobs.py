@@ -42,6 +42,10 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("XREADGROUP", "GROUP", "g", "alive", "COUNT", "5", "CLAIM", "60000", "STREAMS", "s", ">"),
     ),
     ("XNACK of 1 ID", ("XNACK", "s", "g", "FAIL", "IDS", "1", entry(12))),
+    ("XGROUP SETID", ("XGROUP", "SETID", "s", "g2", "$")),
+    # Now only the entry XACK acknowledged is referenced by no group: the one this trim deletes.
+    ("XTRIM ACKED", ("XTRIM", "s", "MAXLEN", "0", "ACKED")),
+    ("XADD DELREF MAXLEN (20 trimmed)", ("XADD", "s", "DELREF", "MAXLEN", "480", "*", "f", "v")),
 )
 
 

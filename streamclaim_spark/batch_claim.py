@@ -20,7 +20,7 @@ from pyspark.sql.types import LongType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark import claim as claims
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
 from streamclaim_spark.schema import group_partition, in_partitions, stream_partition

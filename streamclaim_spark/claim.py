@@ -16,7 +16,8 @@ from typing import Any
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
-from streamclaim_spark.commands.groups import group_or_nogroup, put_group
+from streamclaim_spark.commands.groups import group_or_nogroup
+from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start

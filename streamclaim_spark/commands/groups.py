@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.commands.streams import put_stream_head
+from streamclaim_spark.commands.streams import put_group, put_stream_head
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import (
     BUSYGROUP,
@@ -168,11 +168,6 @@ def group_or_nogroup(ctx: Context, key: str, name: str) -> GroupMeta:
     if group is None:
         raise nogroup_key_or_group(key, name)
     return group
-
-
-def put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
-    """Writes the group head, guarded on the version read (every write to a group bumps it)."""
-    ctx.plan.add(Write(group_head_row(after, ctx.txn), guard=True, expect_version=before.version))
 
 
 def destroy_group(ctx: Context, meta: StreamMeta, group: GroupMeta) -> None:

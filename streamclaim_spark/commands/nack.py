@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from streamclaim_spark.commands.args import c_str, int_arg, is_word
-from streamclaim_spark.commands.groups import group_or_nogroup, put_group
-from streamclaim_spark.commands.streams import parse_ids
+from streamclaim_spark.commands.groups import group_or_nogroup
+from streamclaim_spark.commands.streams import parse_ids, put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId

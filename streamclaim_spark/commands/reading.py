@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.commands.groups import put_group
+from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
 
 from streamclaim_spark.commands.args import int_arg, is_word
-from streamclaim_spark.commands.groups import put_group
-from streamclaim_spark.commands.streams import delete_entries, parse_ids_deferred
+from streamclaim_spark.commands.streams import RefPolicy, delete_entries, parse_ids_deferred, policy_named, put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId
@@ -36,12 +34,6 @@ ERR_IDS_REQUIRED = "ERR IDS option is required"
 NOT_FOUND = -1  # XACKDEL: not in the group's PEL; XDELEX: no such entry
 DELETED = 1
 STILL_REFERENCED = 2  # ACKED only
-
-
-class RefPolicy(Enum):
-    KEEPREF = "KEEPREF"
-    DELREF = "DELREF"
-    ACKED = "ACKED"
 
 
 @dataclass(frozen=True)
@@ -63,7 +55,7 @@ def parse_ackdel_tail(tokens: Sequence[str]) -> AckDel:
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        named = next((p for p in RefPolicy if is_word(token, p.value)), None)
+        named = policy_named(token)
         if named is not None and policy is None:
             policy = named
             i += 1

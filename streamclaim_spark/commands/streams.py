@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from enum import Enum
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
@@ -19,6 +21,7 @@ from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_ran
 from streamclaim_spark.model import (
     Entry,
     FieldPairs,
+    GroupMeta,
     StreamMeta,
     Write,
     entry_key,
@@ -29,7 +32,7 @@ from streamclaim_spark.model import (
 )
 from streamclaim_spark.replies import OK
 from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import Need, Scan
+from streamclaim_spark.snapshot import Need, Scan, id_at_most, stored_id
 from streamclaim_spark.transaction import source_frame_for_deletes
 
 MAXLEN = "MAXLEN"
@@ -56,12 +59,29 @@ ERR_ENTRIES_ADDED_NEGATIVE = "ERR entries_added must be positive"
 DEFAULT_APPROX_TRIM_LIMIT = 10_000
 
 
+class RefPolicy(Enum):
+    """What deleting an entry does to the consumer groups' references to it (Redis 8.2).
+
+    KEEPREF (the default) leaves PEL entries dangling, as XDEL does; DELREF removes the ID from every
+    group's PEL; ACKED deletes only entries no group references: in no PEL, and read by every group.
+    """
+
+    KEEPREF = "KEEPREF"
+    DELREF = "DELREF"
+    ACKED = "ACKED"
+
+
+def policy_named(token: str) -> RefPolicy | None:
+    return next((p for p in RefPolicy if is_word(token, p.value)), None)
+
+
 @dataclass(frozen=True)
 class Trim:
-    """A trimming request: MAXLEN n or MINID id, exact or approximate (``~``) with a LIMIT.
+    """A trimming request: MAXLEN n or MINID id, exact or approximate (``~``) with a LIMIT, under a
+    reference policy (XADD/XTRIM's KEEPREF | DELREF | ACKED).
 
-    Approximate trims are carried out exactly, capped at ``limit`` (0: no cap): they never remove more
-    than the exact form would, and the reply is the true number removed.
+    Approximate trims are carried out exactly, capped at ``limit`` entries removed (0: no cap): they
+    never remove more than the exact form would, and the reply is the true number removed.
     """
 
     strategy: str
@@ -69,6 +89,7 @@ class Trim:
     min_id: StreamId = ZERO_ID
     approximate: bool = False
     limit: int = 0
+    policy: RefPolicy = RefPolicy.KEEPREF
 
 
 @dataclass(frozen=True)
@@ -101,6 +122,7 @@ def _parse_add_or_trim(argv: Sequence[str], xadd: bool) -> _AddOrTrimArgs:
     limit = 0
     limit_given = False
     nomkstream = False
+    policy: RefPolicy | None = None
     explicit: tuple[StreamId, bool] | None = None
     i = 2
     while i < len(argv):
@@ -135,6 +157,9 @@ def _parse_add_or_trim(argv: Sequence[str], xadd: bool) -> _AddOrTrimArgs:
             i += 1
         elif xadd and is_word(option, "NOMKSTREAM"):
             nomkstream = True
+        elif policy is None and (named := policy_named(option)) is not None:
+            # Each token once: a second policy is read as XADD's ID (an ID error) or, in XTRIM, a syntax error.
+            policy = named
         elif xadd:
             explicit = parse_xadd_id(option)
             break
@@ -152,7 +177,7 @@ def _parse_add_or_trim(argv: Sequence[str], xadd: bool) -> _AddOrTrimArgs:
         limit = DEFAULT_APPROX_TRIM_LIMIT
     trim = None
     if strategy is not None:
-        trim = Trim(strategy, max_length, min_id, approximate, limit)
+        trim = Trim(strategy, max_length, min_id, approximate, limit, policy or RefPolicy.KEEPREF)
     return _AddOrTrimArgs(i, explicit, trim, nomkstream)
 
 
@@ -253,6 +278,12 @@ def put_stream_head(ctx: Context, before: StreamMeta | None, after: StreamMeta) 
     ctx.plan.add(Write(stream_head_row(base, ctx.txn), guard=True, expect_version=expect))
 
 
+def put_group(ctx: Context, before: GroupMeta, after: GroupMeta) -> None:
+    """Writes the group head, guarded on the version read (every write to a group bumps it); with
+    ``after`` = ``before`` it only guards: the commit fails if the group moved since the read."""
+    ctx.plan.add(Write(group_head_row(after, ctx.txn), guard=True, expect_version=before.version))
+
+
 def run_xadd(ctx: Context, request: XAdd) -> StreamId | None:
     """Appends an entry, as XADD does; returns its ID, or None under NOMKSTREAM on a missing key."""
     if request.id is not None and request.seq_given and request.id.is_zero:
@@ -314,21 +345,38 @@ def run_xtrim(ctx: Context, key: str, trim: Trim) -> int:
 
 
 def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -> tuple[StreamMeta, bool]:
-    """Removes the oldest entries as the trim asks; ``new_entry`` is appended but not stored yet.
+    """Removes entries as the trim asks; ``new_entry`` is appended but not stored yet.
 
-    Returns the stream head after trimming and whether the new entry survived it.
+    Returns the stream head after trimming and whether the new entry survived it. With no consumer
+    groups the three reference policies act the same (nothing is referenced).
     """
-    stored_length = meta.length - (1 if new_entry is not None else 0)
+    groups = ctx.snapshot.groups(meta.key) if trim.policy is not RefPolicy.KEEPREF and meta.groups else []
+    if trim.policy is RefPolicy.ACKED and groups:
+        return _trim_unreferenced(ctx, meta, trim, new_entry, groups)
+    return _trim_oldest(ctx, meta, trim, new_entry, groups)
+
+
+def _wanted_removals(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -> int:
+    """How many entries the trim removes when nothing holds any back: past MAXLEN, or below MINID."""
     if trim.strategy == MAXLEN:
-        to_remove = max(0, meta.length - trim.max_length)
+        wanted = max(0, meta.length - trim.max_length)
     else:
         below = ctx.snapshot.count_entries(meta.key, ZERO_ID, trim.min_id.decr()) if not trim.min_id.is_zero else 0
         new_below = 1 if new_entry is not None and new_entry.id < trim.min_id else 0
-        to_remove = below + new_below
+        wanted = below + new_below
     if trim.approximate and trim.limit:
-        to_remove = min(to_remove, trim.limit)
+        wanted = min(wanted, trim.limit)
+    return wanted
+
+
+def _trim_oldest(
+    ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None, groups: Sequence[GroupMeta]
+) -> tuple[StreamMeta, bool]:
+    """KEEPREF and DELREF: the oldest entries go; under DELREF (``groups`` given) their IDs leave every PEL."""
+    to_remove = _wanted_removals(ctx, meta, trim, new_entry)
     if to_remove == 0:
         return meta, True
+    stored_length = meta.length - (1 if new_entry is not None else 0)
     from_stored = min(to_remove, stored_length)
     new_entry_removed = to_remove > stored_length
     if from_stored:
@@ -338,6 +386,8 @@ def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -
             .limit(from_stored)
         )
         ctx.plan.add_frame(source_frame_for_deletes(oldest), stream_partition(meta.key))
+        if groups:
+            _delete_references(ctx, meta.key, groups, oldest)
     length = meta.length - to_remove
     if length == 0:
         first_id = ZERO_ID
@@ -347,6 +397,91 @@ def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -
         assert new_entry is not None
         first_id = new_entry.id
     return replace(meta, length=length, first_id=first_id), not new_entry_removed
+
+
+def _trim_unreferenced(
+    ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None, groups: Sequence[GroupMeta]
+) -> tuple[StreamMeta, bool]:
+    """ACKED: walks the entries oldest first, skipping every entry a group still references, and
+    deletes until the trim is satisfied (so under MAXLEN newer entries can go while older ones stay).
+
+    Referenced (Redis' streamEntryIsReferenced): after some group's last-delivered ID, or in any PEL.
+    One query counts what goes and finds the new first entry; the deletion itself is a frame.
+    """
+    wanted = _wanted_removals(ctx, meta, trim, new_entry) if trim.strategy == MAXLEN else _minid_cap(meta, trim)
+    if wanted == 0:
+        return meta, True
+    horizon = min(g.last_id for g in groups)  # every group has read up to here
+    if trim.strategy == MINID:
+        if trim.min_id.is_zero:
+            return meta, True
+        horizon = min(horizon, trim.min_id.decr())
+    entries = ctx.snapshot.partition(stream_partition(meta.key), C.KIND_ENTRY)
+    pending = (
+        ctx.snapshot.frame()
+        .where(in_partitions([group_partition(meta.key, g.name) for g in groups]))
+        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+        .select(C.ID_MS, C.ID_SEQ)
+    )
+    chosen = (
+        entries.where(id_at_most(horizon))
+        .join(pending, [C.ID_MS, C.ID_SEQ], "left_anti")
+        .orderBy(C.ID_MS, C.ID_SEQ)
+        .limit(wanted)
+    )
+    gone = chosen.select(C.ID_MS, C.ID_SEQ, F.lit(True).alias("_gone"))
+    counted = (
+        entries.join(gone, [C.ID_MS, C.ID_SEQ], "left")
+        .agg(
+            F.count("_gone").alias("removed"),
+            F.min(F.when(F.col("_gone").isNull(), F.struct(C.ID_MS, C.ID_SEQ))).alias("first"),
+        )
+        .first()
+    )
+    assert counted is not None
+    removed = int(counted["removed"])
+    new_entry_removed = (
+        new_entry is not None and removed < wanted and new_entry.id <= horizon
+    )  # it is in no PEL, and last in the walk
+    if removed:
+        ctx.plan.add_frame(source_frame_for_deletes(chosen), stream_partition(meta.key))
+        for group in groups:
+            put_group(ctx, group, group)
+    length = meta.length - removed - (1 if new_entry_removed else 0)
+    if length == 0:
+        first_id = ZERO_ID
+    elif counted["first"] is not None:
+        first_id = stored_id(counted["first"])
+    else:
+        assert new_entry is not None
+        first_id = new_entry.id
+    if length == meta.length:
+        return meta, True
+    return replace(meta, length=length, first_id=first_id), not new_entry_removed
+
+
+def _minid_cap(meta: StreamMeta, trim: Trim) -> int:
+    """MINID under ACKED removes every unreferenced entry below the threshold, up to the LIMIT."""
+    return min(meta.length, trim.limit) if trim.approximate and trim.limit else meta.length
+
+
+def _delete_references(ctx: Context, key: str, groups: Sequence[GroupMeta], trimmed: DataFrame) -> None:
+    """DELREF: removes the trimmed entries' IDs from every group's PEL, and guards every group's head
+    so a concurrent delivery of a trimmed entry makes the trim re-run instead of leaving a reference.
+
+    Only the entries this trim deletes lose their references; a dangling reference to an entry deleted
+    earlier stays (as in Redis 8.2, whose XTRIM DELREF skips entries already deleted).
+    """
+    partitions = [group_partition(key, g.name) for g in groups]
+    references = (
+        ctx.snapshot.frame()
+        .where(in_partitions(partitions))
+        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+        .join(trimmed.select(C.ID_MS, C.ID_SEQ), [C.ID_MS, C.ID_SEQ], "left_semi")
+    )
+    ctx.plan.add_frame(source_frame_for_deletes(references), *partitions)
+    for group in groups:
+        put_group(ctx, group, group)
 
 
 def run_xrange(ctx: Context, request: XRange) -> list[Entry] | None:

@@ -28,6 +28,9 @@ BUDGETS = {
     "XDELEX of 1 ID": 6,
     "XREADGROUP CLAIM of 5": 11,
     "XNACK of 1 ID": 9,
+    "XGROUP SETID": 8,
+    "XTRIM ACKED": 23,
+    "XADD DELREF MAXLEN (20 trimmed)": 22,
 }
 
 

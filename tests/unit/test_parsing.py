@@ -79,6 +79,25 @@ class TestXtrimAndXsetid:
         )
 
 
+class TestTrimPolicies:
+    def test_policy_defaults_to_keepref_and_may_come_before_or_after_the_strategy(self) -> None:
+        assert parse_xtrim(["XTRIM", "s", "MAXLEN", "1"]).policy is RefPolicy.KEEPREF
+        assert parse_xtrim(["XTRIM", "s", "acked", "MINID", "5"]).policy is RefPolicy.ACKED
+        trim = parse_xtrim(["XTRIM", "s", "MAXLEN", "~", "1", "DELREF", "LIMIT", "7"])
+        assert (trim.policy, trim.approximate, trim.limit) == (RefPolicy.DELREF, True, 7)
+
+    def test_xadd_takes_a_policy_among_its_options(self) -> None:
+        request = parse_xadd(["XADD", "s", "NOMKSTREAM", "ACKED", "MAXLEN", "2", "*", "f", "v"])
+        assert request.nomkstream and request.trim is not None and request.trim.policy is RefPolicy.ACKED
+
+    def test_a_second_policy_is_a_syntax_error_in_xtrim_and_an_id_error_in_xadd(self) -> None:
+        assert error_of(parse_xtrim, ["XTRIM", "s", "MAXLEN", "1", "KEEPREF", "ACKED"]) == "ERR syntax error"
+        assert error_of(parse_xtrim, ["XTRIM", "s", "ACKED", "MAXLEN", "1", "ACKED"]) == "ERR syntax error"
+        assert error_of(parse_xadd, ["XADD", "s", "KEEPREF", "DELREF", "*", "f", "v"]) == (
+            "ERR Invalid stream ID specified as stream command argument"
+        )
+
+
 class TestRanges:
     def test_xrevrange_parses_its_start_from_the_last_argument(self) -> None:
         request = parse_xrange(["XREVRANGE", "s", "+", "(5"], reverse=True)

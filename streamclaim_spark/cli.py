@@ -85,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--min-idle", metavar="DURATION", help='claim entries idle at least this long, e.g. "5m" [min_idle]'
     )
-    run.add_argument("--assign", choices=ASSIGN_MODES, help="claim to one consumer, or spread over live ones [assign]")
+    run.add_argument(
+        "--assign",
+        choices=ASSIGN_MODES,
+        help="claim to one consumer, spread over live ones, or give back to the group (XNACK) [assign]",
+    )
     run.add_argument("--consumer", metavar="NAME", help="the recovery consumer [consumer]")
     run.add_argument(
         "--live-window", metavar="DURATION", help="consumers active within this are live, e.g. 10m [live_window]"

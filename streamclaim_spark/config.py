@@ -20,8 +20,8 @@ BASE_FILE = "base.toml"
 LOCAL_FILE = "local.toml"
 DEFAULT_DATABASE = "streamclaim"
 
-Assign = Literal["consumer", "live"]
-ASSIGN_MODES: tuple[Assign, ...] = ("consumer", "live")
+Assign = Literal["consumer", "live", "nack"]
+ASSIGN_MODES: tuple[Assign, ...] = ("consumer", "live", "nack")
 # Levels log4j (and SparkContext.setLogLevel) accept.
 LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
 
@@ -94,7 +94,9 @@ class RecoveryOptions:
         min_idle_ms: Claim (or dead-letter) only entries idle at least this long (default 5 minutes).
         streams: Stream names or glob patterns (default every stream).
         groups: Group names or glob patterns (default every group).
-        assign: ``"consumer"``: claim to ``consumer``; ``"live"``: spread over the group's live consumers.
+        assign: ``"consumer"``: claim to ``consumer``; ``"live"``: spread over the group's live consumers;
+            ``"nack"``: give them back to their group as ``XNACK ... FAIL`` does (no owner, first in the
+            group's NACK zone, delivery count kept), for its consumers' ``XREADGROUP ... CLAIM`` to take.
         consumer: The recovery consumer; with ``assign="live"`` it takes the entries of groups without
             a live consumer.
         live_window_ms: A consumer is live when it was active (read or claimed) within this window.
@@ -267,7 +269,10 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
 def _assign(value: Any) -> Assign:
     if value not in ASSIGN_MODES:
-        raise _Invalid('must be "consumer" (one recovery consumer) or "live" (spread over live consumers)')
+        raise _Invalid(
+            'must be "consumer" (one recovery consumer), "live" (spread over live consumers) or "nack" '
+            "(give them back to their group, as XNACK FAIL does)"
+        )
     return cast(Assign, value)
 
 

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from delta.tables import DeltaTable
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -41,7 +41,7 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, selected_groups
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
-from streamclaim_spark.model import GroupMeta
+from streamclaim_spark.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE, GroupMeta
 from streamclaim_spark.object_store import MULTI_WRITER, WriterMode
 from streamclaim_spark.schema import STATE_SCHEMA, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
@@ -229,13 +229,15 @@ class RecoverySelectionError(ValueError):
 FRESH = "fresh"  # idle less than min_idle: left alone
 POISON = "poison"  # stale and delivered more than max_deliveries times: to dead-letter
 ACK = "ack"  # copied to dead_letters by this run and still exactly as copied: acknowledged
-CLAIM = "claim"  # stale, its stream entry exists: claimed
+CLAIM = "claim"  # stale, its stream entry exists: claimed (assign="nack": given back to the group)
+WAITING = "waiting"  # assign="nack": already given back (XNACKed, owner-less), waiting for redelivery
 PURGE = "purge"  # stale, its stream entry was deleted: leaves the PEL, as XAUTOCLAIM does
 _ACTION = "_action"
 _NEW_OWNER = "_new_owner"
 _OWNERS = "_owners"
 _COPIED = "_copied"
 _ENTRY_EXISTS = "_entry_exists"
+_NACK_TIME = "_nack_time"
 _COPY_COLUMNS = [C.STREAM, C.GROUP, _COPY_ID, C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS]
 # A copy matches its pending row on every column of _COPY_COLUMNS, the owner null-safely: an XNACKed
 # entry has none, and null never equals null in a join. _COPY_KEY is _COPY_COLUMNS with the owner
@@ -543,7 +545,7 @@ def _decide_round(
     if changed:
         partitions = [group_partition(*pair) for pair in changed]
         source = (
-            _pending_source(classified, ctx, ctx.now - options.min_idle_ms)
+            _pending_source(classified, ctx, ctx.now - options.min_idle_ms, options.assign == "nack")
             .unionByName(_head_source(ctx.snapshot, partitions, ctx.txn))
             .unionByName(_consumer_source(classified, ctx))
         )
@@ -595,7 +597,7 @@ def _group_report(
     scanned = sum(actions.values())
     claimed = actions[CLAIM]
     live = owners.get(pair) if options.assign == "live" else None
-    assigned = live or (options.consumer,)
+    assigned = () if options.assign == "nack" else live or (options.consumer,)
     return GroupReport(
         pair[0],
         pair[1],
@@ -671,20 +673,39 @@ def _classify(
         copied = F.col(_COPIED).isNotNull()
     stale = F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms)
     poison = (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries)) if options.dead_letter else F.lit(False)
+    nacking = options.assign == "nack"
     action = (
         F.when(copied, ACK)
         .when(~stale, FRESH)
         .when(poison, POISON)
+        .when(F.lit(nacking) & F.col(C.OWNER).isNull(), WAITING)
         .when(F.col(_ENTRY_EXISTS).isNotNull(), CLAIM)
         .otherwise(PURGE)
     )
     rows = rows.withColumn(_ACTION, action)
+    if nacking:
+        return _with_nack_times(rows, now)
     new_owner: Column = F.lit(options.consumer)
     if owners is not None:
         rows = rows.join(F.broadcast(owners), [C.STREAM, C.GROUP], "left")
         spread = F.pmod(F.xxhash64(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ), F.size(_OWNERS)) + 1
         new_owner = F.coalesce(F.element_at(F.col(_OWNERS), spread.cast("int")), F.lit(options.consumer))
     return rows.withColumn(_NEW_OWNER, F.when(F.col(_ACTION) == CLAIM, new_owner))
+
+
+def _with_nack_times(rows: DataFrame, now: int) -> DataFrame:
+    """assign="nack": each group's entries to give back get no new owner and consecutive NACK-zone
+    delivery times after the zone's current end (model.nack_time), oldest delivery first, as one
+    ``XNACK ... FAIL`` per group listing them in that order would give them."""
+    is_claim = F.col(_ACTION) == CLAIM
+    per_group = Window.partitionBy(C.STREAM, C.GROUP)
+    in_order = per_group.orderBy(F.when(is_claim, 0).otherwise(1), C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
+    zone_end = F.max(F.when(F.col(C.DELIVERY_TIME_MS) < 0, F.col(C.DELIVERY_TIME_MS))).over(per_group)
+    slot = F.lit(NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS)
+    first = F.when(zone_end.isNull() | (zone_end < slot), slot).otherwise(zone_end + 1)
+    return rows.withColumn(_NEW_OWNER, F.lit(None).cast(StringType())).withColumn(
+        _NACK_TIME, F.when(is_claim, first + F.row_number().over(in_order) - 1)
+    )
 
 
 def _tally(classified: DataFrame) -> dict[Pair, _Tally]:
@@ -710,14 +731,19 @@ def _operations(**values: Column) -> list[Column]:
     return [values.get(n, defaults.get(n, F.lit(None))).cast(SOURCE_SCHEMA[n].dataType).alias(n) for n in names]
 
 
-def _pending_source(classified: DataFrame, ctx: Context, cutoff: int) -> DataFrame:
-    """MERGE rows that acknowledge (ACK), purge (PURGE) or claim (CLAIM, under the MERGE's idle condition)."""
+def _pending_source(classified: DataFrame, ctx: Context, cutoff: int, nacking: bool) -> DataFrame:
+    """MERGE rows that acknowledge (ACK), purge (PURGE) or claim (CLAIM, under the MERGE's idle condition).
+
+    A claim gives the entry its new owner, delivery time now and one more delivery; with ``nacking``
+    it gives it back instead: no owner, its NACK-zone time, the count kept (XNACK FAIL).
+    """
     is_claim = F.col(_ACTION) == CLAIM
     kept = {name: F.col(name) for name in STATE_SCHEMA.names if name != C.FIELDS}
+    delivered_at = F.col(_NACK_TIME) if nacking else F.lit(ctx.now)
     values = {
         **kept,
         C.OWNER: F.when(is_claim, F.col(_NEW_OWNER)).otherwise(F.col(C.OWNER)),
-        C.DELIVERY_TIME_MS: F.when(is_claim, F.lit(ctx.now)).otherwise(F.col(C.DELIVERY_TIME_MS)),
+        C.DELIVERY_TIME_MS: F.when(is_claim, delivered_at).otherwise(F.col(C.DELIVERY_TIME_MS)),
         C.TXN: F.lit(ctx.txn),
     }
     return classified.where(F.col(_ACTION).isin(ACK, CLAIM, PURGE)).select(
@@ -729,7 +755,7 @@ def _pending_source(classified: DataFrame, ctx: Context, cutoff: int) -> DataFra
                 CLAIM_LIVE: F.when(is_claim, F.lit(True)),
                 CLAIM_CUTOFF: F.when(is_claim, F.lit(cutoff)),
                 CLAIM_STEPS: F.when(is_claim, F.lit(1)),
-                CLAIM_JUST_ID: F.when(is_claim, F.lit(False)),
+                CLAIM_JUST_ID: F.when(is_claim, F.lit(nacking)),  # JUSTID keeps the count
                 CLAIM_FORCE: F.when(is_claim, F.lit(False)),
             }
         ),
@@ -746,7 +772,8 @@ def _head_source(snapshot: Snapshot, partitions: list[str], txn: str) -> DataFra
 
 def _consumer_source(classified: DataFrame, ctx: Context) -> DataFrame:
     """One consumer row per (group, new owner): seen and active now, whether it existed or not."""
-    owners = classified.where(F.col(_ACTION) == CLAIM).select(C.PARTITION_ID, C.STREAM, C.GROUP, _NEW_OWNER).distinct()
+    claims = classified.where((F.col(_ACTION) == CLAIM) & F.col(_NEW_OWNER).isNotNull())  # none when nacking
+    owners = claims.select(C.PARTITION_ID, C.STREAM, C.GROUP, _NEW_OWNER).distinct()
     values = {
         C.PARTITION_ID: F.col(C.PARTITION_ID),
         C.ROW_KIND: F.lit(C.KIND_CONSUMER),

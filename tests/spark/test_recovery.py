@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 from streamclaim_spark import StreamStore, recovery
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.recovery import GroupReport, RecoveryFailedError, recover_stale
 from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
@@ -188,6 +189,38 @@ def test_live_assignment_spreads_claims_over_recently_active_consumers_only(stor
     assert {owner for stream, owner in owners if stream == "orders"} <= {"carol", "erin"}
     assert {owner for stream, owner in owners if stream == "payments"} == {"recovery"}
     assert len(rows) == 5
+
+
+def test_nack_assignment_gives_stale_entries_back_to_their_group_behind_those_already_nacked(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    assert store.execute("XNACK", "payments", "billing", "FAIL", "IDS", "1", PAYMENTS[1]) == 1
+    nack = RecoveryOptions(min_idle_ms=10 * MIN, max_deliveries=10, assign="nack")
+
+    report = recover_stale(store, nack, run_id="run-nack")
+
+    assert report.groups == (
+        GroupReport("orders", "billing", scanned=8, stale=6, claimed=3, purged=1, dead_lettered=2),
+        GroupReport("payments", "billing", scanned=2, stale=2, claimed=1),
+    )
+    # Owner-less, count kept, in the NACK zone oldest delivery first; p1 (NACKed before) stays first.
+    slot = NACK_ZONE_BASE + T_RUN * NACK_SLOTS_PER_MS
+    given_back = [("orders", "billing", ORDERS[i], None, slot + n, 1) for n, i in enumerate((0, 1, 3))] + [
+        ("payments", "billing", PAYMENTS[1], None, slot, 1),
+        ("payments", "billing", PAYMENTS[0], None, slot + 1, 1),
+    ]
+    assert_df_equality(
+        pending(store),
+        spark.createDataFrame(given_back + FRESH, PENDING_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    assert recovery_runs(store).select("assign").first()[0] == "nack"  # type: ignore[index]
+    # The group's own consumers take them first, first given back first served.
+    claim = ["XREADGROUP", "GROUP", "billing", "c", "CLAIM", "99999999", "STREAMS", "payments", ">"]
+    assert store.execute(*claim) == [
+        ["payments", [[PAYMENTS[1], ["n", "1"], T_RUN, 1], [PAYMENTS[0], ["n", "0"], T_RUN, 1]]]
+    ]
 
 
 def test_a_dry_run_reports_what_a_run_would_do_and_writes_nothing(store: StreamStore) -> None:

@@ -7,6 +7,7 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 from __future__ import annotations
 
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
+from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.store import StreamStore
@@ -16,6 +17,7 @@ __all__ = [
     "BatchClaim",
     "ClaimRequest",
     "ConflictRetriesExhaustedError",
+    "RefPolicy",
     "ReplyError",
     "RetryPolicy",
     "StaleSelection",

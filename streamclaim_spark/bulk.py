@@ -2,8 +2,8 @@
 
 Each call is one guarded MERGE, like a single command: ``append`` assigns IDs as a run of ``XADD *``
 would (one millisecond, consecutive sequence numbers), ``deliver`` does what ``XREADGROUP ... >``
-does for up to ``count`` entries, ``acknowledge`` what ``XACK`` does for any number of IDs, without
-collecting anything to the driver.
+does for up to ``count`` entries, ``acknowledge`` what ``XACK`` does and ``acknowledge_and_delete``
+what ``XACKDEL`` does, for any number of IDs, without collecting anything to the driver.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import is_token
-from streamclaim_spark.commands.groups import group_or_nogroup, put_group
-from streamclaim_spark.commands.streams import put_stream_head
+from streamclaim_spark.commands.groups import group_or_nogroup
+from streamclaim_spark.commands.streams import RefPolicy, put_group, put_stream_head
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError, nogroup_xreadgroup
-from streamclaim_spark.ids import MAX_ID, StreamId, parse_id, to_stored
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import Need, id_at_least, id_text, stored_id
+from streamclaim_spark.snapshot import Need, id_at_least, id_at_most, id_text, stored_id
 from streamclaim_spark.transaction import json_frame, source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
@@ -52,6 +52,18 @@ class BulkAck:
     """What ``acknowledge`` removed from the group's PEL: ``count`` entries."""
 
     count: int
+    version: int | None
+
+
+@dataclass(frozen=True)
+class BulkAckDel:
+    """What ``acknowledge_and_delete`` did: ``acknowledged`` PEL entries removed from the group,
+    ``deleted`` stream entries removed, and (ACKED) ``still_referenced`` acknowledged entries kept
+    because another group still references them."""
+
+    acknowledged: int
+    deleted: int
+    still_referenced: int
     version: int | None
 
 
@@ -490,23 +502,144 @@ def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_
     Raises:
         ReplyError: NOGROUP when the stream or group does not exist (XACK itself replies 0 there).
     """
-    if ids is not None and id_column not in ids.columns:
-        raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
+    _check_id_column(ids, id_column)
 
     def decide(ctx: Context) -> BulkAck:
         head = group_or_nogroup(ctx, key, group)
-        pending = ctx.snapshot.pending_frame(key, group)
-        if ids is not None:
-            wanted = ids.select(F.col(id_column).cast(StringType()).alias(_ACK_ID)).distinct()
-            pending = pending.withColumn(_ACK_ID, id_text(C.ID_MS, C.ID_SEQ)).join(wanted, _ACK_ID, "left_semi")
+        pending = _pending_named(ctx, key, group, ids, id_column)
         count = int(pending.count())
         if count:
-            ctx.plan.add_frame(source_frame_for_deletes(pending.drop(_ACK_ID)), group_partition(key, group))
+            ctx.plan.add_frame(source_frame_for_deletes(pending), group_partition(key, group))
             put_group(ctx, head, head)
         return BulkAck(count, None)
 
     result = runner.transact("BULK ACK", decide)
     return replace(result, version=runner.last_commit_version if result.count else None)
+
+
+def acknowledge_and_delete(
+    runner: Runner,
+    key: str,
+    group: str,
+    ids: DataFrame | None,
+    policy: RefPolicy = RefPolicy.KEEPREF,
+    id_column: str = "id",
+) -> BulkAckDel:
+    """XACKDEL for any number of IDs, in one commit: acknowledges each ID pending in the group, then
+    deletes its stream entry under ``policy``, as XACKDEL does per ID (docs/DESIGN.md, "Redis 8 commands").
+
+    KEEPREF deletes the entries and leaves other groups' references dangling; DELREF also removes the
+    IDs from every other group's PEL; ACKED deletes only entries no other group references (pending
+    there, or after some group's last-delivered ID) and still acknowledges the others. IDs not pending
+    in the group are ignored, as XACKDEL answers -1 for them. None: the group's whole PEL.
+
+    Raises:
+        ReplyError: NOGROUP when the stream or group does not exist (XACKDEL itself answers -1 there).
+    """
+    _check_id_column(ids, id_column)
+    if not isinstance(policy, RefPolicy):
+        raise ValueError(f"policy={policy!r} must be a RefPolicy (KEEPREF, DELREF or ACKED)")
+
+    def decide(ctx: Context) -> BulkAckDel:
+        head = group_or_nogroup(ctx, key, group)
+        meta = ctx.snapshot.stream(key)
+        assert meta is not None
+        acked = _pending_named(ctx, key, group, ids, id_column)
+        others = [g for g in ctx.snapshot.groups(key) if g.name != group] if policy is not RefPolicy.KEEPREF else []
+        candidates = acked.select(C.ID_MS, C.ID_SEQ)
+        if policy is RefPolicy.ACKED:
+            horizon = min(g.last_id for g in [head, *others])  # every group has read up to here
+            candidates = candidates.where(id_at_most(horizon))
+            if others:
+                candidates = candidates.join(_pel_ids(ctx, key, others), [C.ID_MS, C.ID_SEQ], "left_anti")
+        entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY)
+        doomed = entries.join(candidates, [C.ID_MS, C.ID_SEQ], "left_semi")
+        stats = _ackdel_stats(acked, candidates, entries, doomed)
+        acknowledged, deletable, deleted = stats.acknowledged, stats.deletable, stats.deleted
+        if acknowledged == 0:
+            return BulkAckDel(0, 0, 0, None)
+        ctx.plan.add_frame(source_frame_for_deletes(acked), group_partition(key, group))
+        put_group(ctx, head, head)
+        if policy is RefPolicy.DELREF and others:
+            partitions = [group_partition(key, g.name) for g in others]
+            references = (
+                ctx.snapshot.frame()
+                .where(in_partitions(partitions))
+                .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+                .join(candidates, [C.ID_MS, C.ID_SEQ], "left_semi")
+            )
+            ctx.plan.add_frame(source_frame_for_deletes(references), *partitions)
+        if deleted:
+            ctx.plan.add_frame(source_frame_for_deletes(doomed), stream_partition(key))
+            for other in others:  # the decision read their references: a change there re-runs it
+                put_group(ctx, other, other)
+            length = meta.length - deleted
+            after = replace(
+                meta,
+                length=length,
+                first_id=ZERO_ID if length == 0 or stats.first_left is None else stats.first_left,
+                max_deleted_id=max(meta.max_deleted_id, stats.last_deleted or ZERO_ID),
+            )
+            put_stream_head(ctx, meta, after)
+        return BulkAckDel(acknowledged, deleted, acknowledged - deletable, None)
+
+    result = runner.transact("BULK ACKDEL", decide)
+    return replace(result, version=runner.last_commit_version if result.acknowledged else None)
+
+
+@dataclass(frozen=True)
+class _AckDelStats:
+    acknowledged: int
+    deletable: int  # acknowledged IDs the policy lets go (whether or not the entry still exists)
+    deleted: int  # stream entries deleted
+    first_left: StreamId | None  # the first entry that stays
+    last_deleted: StreamId | None
+
+
+def _ackdel_stats(acked: DataFrame, candidates: DataFrame, entries: DataFrame, doomed: DataFrame) -> _AckDelStats:
+    """One query for every count ``acknowledge_and_delete`` decides on, and the stream head's new edges."""
+    marked = entries.join(doomed.select(C.ID_MS, C.ID_SEQ, F.lit(True).alias("_gone")), [C.ID_MS, C.ID_SEQ], "left")
+    gone = F.col("_gone").isNotNull()
+    row = (
+        marked.agg(
+            F.count("_gone").alias("deleted"),
+            F.min(F.when(~gone, F.struct(C.ID_MS, C.ID_SEQ))).alias("first_left"),
+            F.max(F.when(gone, F.struct(C.ID_MS, C.ID_SEQ))).alias("last_deleted"),
+        )
+        .crossJoin(acked.agg(F.count(F.lit(1)).alias("acknowledged")))
+        .crossJoin(candidates.agg(F.count(F.lit(1)).alias("deletable")))
+        .first()
+    )
+    assert row is not None
+    return _AckDelStats(
+        acknowledged=int(row["acknowledged"]),
+        deletable=int(row["deletable"]),
+        deleted=int(row["deleted"]),
+        first_left=stored_id(row["first_left"]) if row["first_left"] is not None else None,
+        last_deleted=stored_id(row["last_deleted"]) if row["last_deleted"] is not None else None,
+    )
+
+
+def _check_id_column(ids: DataFrame | None, id_column: str) -> None:
+    if ids is not None and id_column not in ids.columns:
+        raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
+
+
+def _pending_named(ctx: Context, key: str, group: str, ids: DataFrame | None, id_column: str) -> DataFrame:
+    """The group's PEL rows whose IDs ``ids`` names (Redis text), or the whole PEL for None."""
+    pending = ctx.snapshot.pending_frame(key, group)
+    if ids is None:
+        return pending
+    wanted = ids.select(F.col(id_column).cast(StringType()).alias(_ACK_ID)).distinct()
+    named = pending.withColumn(_ACK_ID, id_text(C.ID_MS, C.ID_SEQ)).join(wanted, _ACK_ID, "left_semi")
+    return named.drop(_ACK_ID)
+
+
+def _pel_ids(ctx: Context, key: str, groups: Sequence[GroupMeta]) -> DataFrame:
+    """The IDs pending in any of ``groups``."""
+    partitions = [group_partition(key, g.name) for g in groups]
+    rows = ctx.snapshot.frame().where(in_partitions(partitions)).where(F.col(C.ROW_KIND) == C.KIND_PENDING)
+    return rows.select(C.ID_MS, C.ID_SEQ)
 
 
 def state_rows(frame: DataFrame) -> DataFrame:

@@ -15,8 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.bulk import BulkAck, BulkAppend, BulkDelivery, NewGroup
+from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
+from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.object_store import WriterSafety
@@ -184,6 +185,17 @@ class StreamStore:
     def acknowledge(self, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
         """Acknowledges (XACK) every ID in ``ids`` (None: the whole PEL) in one commit (see bulk.acknowledge)."""
         return bulk.acknowledge(self.runner, key, group, ids, id_column)
+
+    def acknowledge_and_delete(
+        self,
+        key: str,
+        group: str,
+        ids: DataFrame | None,
+        policy: RefPolicy = RefPolicy.KEEPREF,
+        id_column: str = "id",
+    ) -> BulkAckDel:
+        """XACKDEL for every ID in ``ids`` (None: the whole PEL) in one commit (see bulk.acknowledge_and_delete)."""
+        return bulk.acknowledge_and_delete(self.runner, key, group, ids, policy, id_column)
 
     # --- batched claims ------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import ReplyError, StreamStore, sql
+from streamclaim_spark import RefPolicy, ReplyError, StreamStore, sql
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.recovery import recover_stale
 from tests.clock import ManualClock
@@ -150,6 +150,46 @@ SCENARIOS: dict[str, Script] = {
         (["XDELEX", "{s}", "KEEPREF", "IDS", "2", "2-0", "2-0"], [1, -1]),
         (["XRANGE", "{s}", "-", "+"], [["3-0", ["f", "v"]]]),
         (["XLEN", "{s}"], 1),
+    ],
+    # XTRIM/XADD ACKED (code-derived): the walk skips entries pending in a group or not yet read by one,
+    # and keeps going, so newer entries go while older ones stay; the head's first entry follows.
+    "trim-acked": [
+        *[(["XADD", "{s}", f"{n}-0", "f", "v"], f"{n}-0") for n in range(1, 6)],
+        (["XGROUP", "CREATE", "{s}", "g", "0"], "OK"),
+        (
+            ["XREADGROUP", "GROUP", "g", "c", "COUNT", "3", "STREAMS", "{s}", ">"],
+            [["{s}", _entries("1-0", "2-0", "3-0")]],
+        ),
+        (["XACK", "{s}", "g", "2-0"], 1),
+        (["XTRIM", "{s}", "MAXLEN", "0", "ACKED"], 1),
+        (["XRANGE", "{s}", "-", "+"], _entries("1-0", "3-0", "4-0", "5-0")),
+        (["XACK", "{s}", "g", "1-0", "3-0"], 2),
+        (["XADD", "{s}", "ACKED", "MAXLEN", "2", "6-0", "f", "v"], "6-0"),
+        (["XRANGE", "{s}", "-", "+"], _entries("4-0", "5-0", "6-0")),
+        (["XTRIM", "{s}", "MINID", "9-0", "ACKED"], 0),
+        (["XGROUP", "SETID", "{s}", "g", "$"], "OK"),
+        (["XTRIM", "{s}", "MINID", "~", "9-0", "ACKED", "LIMIT", "2"], 2),
+        (["XRANGE", "{s}", "-", "+"], _entries("6-0")),
+    ],
+    # XTRIM/XADD DELREF: the trimmed entries leave every group's PEL; KEEPREF leaves them dangling.
+    "trim-delref-keepref": [
+        *[(["XADD", "{s}", f"{n}-0", "f", "v"], f"{n}-0") for n in range(1, 5)],
+        (["XGROUP", "CREATE", "{s}", "g1", "0"], "OK"),
+        (["XGROUP", "CREATE", "{s}", "g2", "0"], "OK"),
+        (["XREADGROUP", "GROUP", "g1", "c1", "COUNT", "2", "STREAMS", "{s}", ">"], [["{s}", _entries("1-0", "2-0")]]),
+        (
+            ["XREADGROUP", "GROUP", "g2", "c2", "STREAMS", "{s}", ">"],
+            [["{s}", _entries("1-0", "2-0", "3-0", "4-0")]],
+        ),
+        (["XTRIM", "{s}", "MINID", "~", "4-0", "DELREF", "LIMIT", "2"], 2),
+        (["XPENDING", "{s}", "g1"], NOTHING_PENDING),
+        (["XPENDING", "{s}", "g2"], [2, "3-0", "4-0", [["c2", "2"]]]),
+        (["XADD", "{s}", "DELREF", "MAXLEN", "1", "5-0", "f", "v"], "5-0"),
+        (["XPENDING", "{s}", "g2"], NOTHING_PENDING),
+        (["XREADGROUP", "GROUP", "g1", "c1", "STREAMS", "{s}", ">"], [["{s}", _entries("5-0")]]),
+        (["XTRIM", "{s}", "MAXLEN", "0", "KEEPREF"], 1),
+        (["XPENDING", "{s}", "g1"], [1, "5-0", "5-0", [["c1", "1"]]]),
+        (["XLEN", "{s}"], 0),
     ],
     # E1: CLAIM 0 claims what is pending, then serves what is new; new entries carry idle 0, count 0.
     "claim-and-new": [
@@ -405,3 +445,40 @@ def test_an_entry_nacked_fatal_is_dead_lettered_by_the_recovery_job_and_sql_show
         f"SELECT id, owner, delivery_count FROM streamclaim_redis8.dead_letters WHERE stream = '{key}'"
     ).collect()
     assert [tuple(row) for row in letters] == [("1-0", None, 2**63 - 1)]
+
+
+def test_bulk_xackdel_acknowledges_every_id_and_deletes_under_each_policy_in_one_commit_each(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    key = "bulk-ackdel"
+    e = [f"{CLOCK.now}-{i}" for i in range(6)]
+    store.append(key, spark.range(6).selectExpr("CAST(id AS STRING) AS n"))
+    store.create_groups([(key, "g1", "0"), (key, "g2", "0")])
+    store.deliver(key, "g1", "c1")
+    store.deliver(key, "g2", "c2", count=3)  # g2 has read e0..e2 only
+    assert store.execute("XACK", key, "g2", e[0]) == 1
+
+    def ids(*chosen: str) -> Any:
+        return spark.createDataFrame([(i,) for i in chosen], "id string")
+
+    def head() -> dict[str, Any]:
+        info = store.execute("XINFO", "STREAM", key)
+        fields = dict(zip(info[0::2], info[1::2], strict=True))
+        return {name: fields[name] for name in ("length", "recorded-first-entry-id", "max-deleted-entry-id")}
+
+    # ACKED: e0 goes (acknowledged by g2); e1 is pending in g2 and e4 unread by it, so they stay.
+    before = current_version(store)
+    done = store.acknowledge_and_delete(key, "g1", ids(e[0], e[1], e[4], "1-1"), RefPolicy.ACKED)
+    assert (done.acknowledged, done.deleted, done.still_referenced, done.version) == (3, 1, 2, before + 1)
+    assert head() == {"length": 5, "recorded-first-entry-id": e[1], "max-deleted-entry-id": e[0]}
+    # DELREF over the rest of g1's PEL: e2 also leaves g2's PEL.
+    done = store.acknowledge_and_delete(key, "g1", None, RefPolicy.DELREF)
+    assert (done.acknowledged, done.deleted, done.still_referenced) == (3, 3, 0)
+    assert store.execute("XPENDING", key, "g2") == [1, e[1], e[1], [["c2", "1"]]]
+    assert [row[0] for row in store.execute("XRANGE", key, "-", "+")] == [e[1], e[4]]
+    # KEEPREF (the default) deletes what it acknowledges; an ID not pending is left alone.
+    done = store.acknowledge_and_delete(key, "g2", ids(e[1], e[4]))
+    assert (done.acknowledged, done.deleted, done.still_referenced) == (1, 1, 0)
+    assert head() == {"length": 1, "recorded-first-entry-id": e[4], "max-deleted-entry-id": e[5]}
+    with pytest.raises(ReplyError, match=r"^NOGROUP"):
+        store.acknowledge_and_delete(key, "nogroup", None)

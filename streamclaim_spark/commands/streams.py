@@ -57,6 +57,10 @@ ERR_ENTRIES_ADDED_NEGATIVE = "ERR entries_added must be positive"
 
 # Without LIMIT, Redis caps an approximate trim at 100 x stream-node-max-entries (default 100).
 DEFAULT_APPROX_TRIM_LIMIT = 10_000
+# Redis keeps a stream in listpack nodes of up to stream-node-max-entries (default 100) entries and trims
+# with ``~`` by whole nodes only. The store has no nodes: a ``~`` trim under KEEPREF counts chunks of this
+# many live entries from the oldest (the newest may be partial) and removes whole chunks only.
+NODE_ENTRIES = 100
 
 
 class RefPolicy(Enum):
@@ -80,8 +84,10 @@ class Trim:
     """A trimming request: MAXLEN n or MINID id, exact or approximate (``~``) with a LIMIT, under a
     reference policy (XADD/XTRIM's KEEPREF | DELREF | ACKED).
 
-    Approximate trims are carried out exactly, capped at ``limit`` entries removed (0: no cap): they
-    never remove more than the exact form would, and the reply is the true number removed.
+    An approximate KEEPREF trim removes whole chunks of ``NODE_ENTRIES`` only, as Redis removes whole
+    nodes, and at most ``limit`` entries (0: no cap); under DELREF and ACKED, as in Redis, ``~`` trims
+    entry by entry, capped at ``limit``. Either way it never removes more than the exact form would, and
+    the reply is the true number removed.
     """
 
     strategy: str
@@ -364,9 +370,27 @@ def _wanted_removals(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entr
         below = ctx.snapshot.count_entries(meta.key, ZERO_ID, trim.min_id.decr()) if not trim.min_id.is_zero else 0
         new_below = 1 if new_entry is not None and new_entry.id < trim.min_id else 0
         wanted = below + new_below
-    if trim.approximate and trim.limit:
-        wanted = min(wanted, trim.limit)
-    return wanted
+    if not trim.approximate:
+        return wanted
+    if trim.policy is RefPolicy.KEEPREF:
+        return whole_node_removals(meta.length, wanted, trim.limit)
+    return min(wanted, trim.limit) if trim.limit else wanted
+
+
+def whole_node_removals(length: int, wanted: int, limit: int) -> int:
+    """Entries a ``~`` trim removes by whole chunks of NODE_ENTRIES, oldest first (Redis' streamTrim).
+
+    A chunk goes only if the exact trim would remove all of it (it removes the oldest ``wanted``) and
+    the total stays within ``limit`` (0: no cap); the first chunk that cannot go ends the trim. So an
+    ``XADD ... MAXLEN ~ n`` on a long stream trims once per NODE_ENTRIES additions, not on every one.
+    """
+    removed = 0
+    while removed < length:
+        size = min(NODE_ENTRIES, length - removed)
+        if removed + size > wanted or (limit and removed + size > limit):
+            break
+        removed += size
+    return removed
 
 
 def _trim_oldest(

@@ -2,8 +2,9 @@
 
 Every example is one command run on both; state evolves identically on both sides, so the commands of
 later examples meet streams, groups and pending entries made by earlier ones. Tokens avoid ``*`` IDs
-(which depend on each side's clock), BLOCK (which would wait) and ``~`` (Redis trims by node,
-the store exactly: test_approximate_trim.py checks its contract); everything else is fair game,
+(which depend on each side's clock), BLOCK (which would wait) and ``~`` (Redis trims by node, the
+store by chunks of 100 live entries, which agree only without gaps: test_parity's ``~`` scenarios and
+test_approximate_trim.py check it); everything else is fair game,
 including wrong arities, unknown options, bad numbers, bad IDs and names that do not exist.
 A Python traceback in place of a Redis error fails the test (the harness raises StepRaisedError).
 """

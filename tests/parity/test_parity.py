@@ -18,15 +18,7 @@ from tests.resp import RespClient
 
 RADIX_FIELDS = ("radix-tree-keys", "radix-tree-nodes")
 
-# Redis trims with ``~`` by whole listpack nodes; the store trims ``~`` exactly (never more than the exact
-# form, reply = true count), so these scenarios are checked by invariants in test_approximate_trim.py.
-NODE_LAYOUT_SCENARIOS = {
-    "xadd_approx_maxlen_zero_removes_the_whole_single_node",
-    "xadd_approx_trimming_cannot_remove_part_of_a_node",
-    "xtrim_approx_cannot_remove_part_of_a_node",
-    "xtrim_approx_removes_a_whole_node_when_allowed",
-}
-EXACT_SCENARIOS = sorted(set(SCENARIOS) - NODE_LAYOUT_SCENARIOS)
+EXACT_SCENARIOS = sorted(SCENARIOS)
 
 
 def _pairs(record: list[Any]) -> list[tuple[Any, Any]]:

@@ -31,6 +31,7 @@ BUDGETS = {
     "XGROUP SETID": 8,
     "XTRIM ACKED": 23,
     "XADD DELREF MAXLEN (20 trimmed)": 22,
+    "XADD MAXLEN ~ (no whole chunk over)": 6,
 }
 
 

@@ -354,7 +354,8 @@ def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -
     """Removes entries as the trim asks; ``new_entry`` is appended but not stored yet.
 
     Returns the stream head after trimming and whether the new entry survived it. With no consumer
-    groups the three reference policies act the same (nothing is referenced).
+    groups nothing is referenced: DELREF and ACKED delete what KEEPREF would (under ``~`` entry by
+    entry, where KEEPREF removes whole chunks).
     """
     groups = ctx.snapshot.groups(meta.key) if trim.policy is not RefPolicy.KEEPREF and meta.groups else []
     if trim.policy is RefPolicy.ACKED and groups:
@@ -363,7 +364,8 @@ def _trim(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -
 
 
 def _wanted_removals(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -> int:
-    """How many entries the trim removes when nothing holds any back: past MAXLEN, or below MINID."""
+    """How many entries the trim removes when nothing holds any back: past MAXLEN, or below MINID;
+    under ``~``, whole chunks of them (KEEPREF) or at most LIMIT of them (DELREF, ACKED)."""
     if trim.strategy == MAXLEN:
         wanted = max(0, meta.length - trim.max_length)
     else:

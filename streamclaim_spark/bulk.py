@@ -19,7 +19,7 @@ from pyspark.sql.types import ArrayType, LongType, StringType, StructField, Stru
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import is_token
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.commands.streams import RefPolicy, put_group, put_stream_head
+from streamclaim_spark.commands.streams import RefPolicy, delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, to_stored
@@ -551,7 +551,8 @@ def acknowledge_and_delete(
             horizon = min(g.last_id for g in [head, *others])  # every group has read up to here
             candidates = candidates.where(id_at_most(horizon))
             if others:
-                candidates = candidates.join(_pel_ids(ctx, key, others), [C.ID_MS, C.ID_SEQ], "left_anti")
+                pending_elsewhere = ctx.snapshot.pending_frames(key, [g.name for g in others])
+                candidates = candidates.join(pending_elsewhere, [C.ID_MS, C.ID_SEQ], "left_anti")
         entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY)
         doomed = entries.join(candidates, [C.ID_MS, C.ID_SEQ], "left_semi")
         stats = _ackdel_stats(acked, candidates, entries, doomed)
@@ -561,14 +562,7 @@ def acknowledge_and_delete(
         ctx.plan.add_frame(source_frame_for_deletes(acked), group_partition(key, group))
         put_group(ctx, head, head)
         if policy is RefPolicy.DELREF and others:
-            partitions = [group_partition(key, g.name) for g in others]
-            references = (
-                ctx.snapshot.frame()
-                .where(in_partitions(partitions))
-                .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-                .join(candidates, [C.ID_MS, C.ID_SEQ], "left_semi")
-            )
-            ctx.plan.add_frame(source_frame_for_deletes(references), *partitions)
+            delete_pending_ids(ctx, key, others, candidates)
         if deleted:
             ctx.plan.add_frame(source_frame_for_deletes(doomed), stream_partition(key))
             for other in others:  # the decision read their references: a change there re-runs it
@@ -633,13 +627,6 @@ def _pending_named(ctx: Context, key: str, group: str, ids: DataFrame | None, id
     wanted = ids.select(F.col(id_column).cast(StringType()).alias(_ACK_ID)).distinct()
     named = pending.withColumn(_ACK_ID, id_text(C.ID_MS, C.ID_SEQ)).join(wanted, _ACK_ID, "left_semi")
     return named.drop(_ACK_ID)
-
-
-def _pel_ids(ctx: Context, key: str, groups: Sequence[GroupMeta]) -> DataFrame:
-    """The IDs pending in any of ``groups``."""
-    partitions = [group_partition(key, g.name) for g in groups]
-    rows = ctx.snapshot.frame().where(in_partitions(partitions)).where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-    return rows.select(C.ID_MS, C.ID_SEQ)
 
 
 def state_rows(frame: DataFrame) -> DataFrame:

@@ -156,7 +156,7 @@ class Snapshot:
         """The whole table at this version."""
         return self._table
 
-    def partition(self, partition_id: str, kind: str) -> DataFrame:
+    def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
         return self._table.where(in_partitions(partition_id) & (F.col(C.ROW_KIND) == kind))
 
     # --- one query for all of a command's reads ---------------------------------------------------
@@ -424,6 +424,10 @@ class Snapshot:
 
     def pending_frame(self, key: str, group: str) -> DataFrame:
         return self.partition(group_partition(key, group), C.KIND_PENDING)
+
+    def pending_frames(self, key: str, groups: Iterable[str]) -> DataFrame:
+        """The PEL rows of several groups of one stream, in one scan."""
+        return self.partition([group_partition(key, group) for group in groups], C.KIND_PENDING)
 
     def pending(
         self,

@@ -443,12 +443,7 @@ def _trim_unreferenced(
             return meta, True
         horizon = min(horizon, trim.min_id.decr())
     entries = ctx.snapshot.partition(stream_partition(meta.key), C.KIND_ENTRY)
-    pending = (
-        ctx.snapshot.frame()
-        .where(in_partitions([group_partition(meta.key, g.name) for g in groups]))
-        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-        .select(C.ID_MS, C.ID_SEQ)
-    )
+    pending = ctx.snapshot.pending_frames(meta.key, [g.name for g in groups]).select(C.ID_MS, C.ID_SEQ)
     chosen = (
         entries.where(id_at_most(horizon))
         .join(pending, [C.ID_MS, C.ID_SEQ], "left_anti")
@@ -486,6 +481,14 @@ def _trim_unreferenced(
     return replace(meta, length=length, first_id=first_id), not new_entry_removed
 
 
+def delete_pending_ids(ctx: Context, key: str, groups: Sequence[GroupMeta], ids: DataFrame) -> None:
+    """Deletes, in the plan's MERGE, the PEL rows of ``groups`` whose IDs are among ``ids`` (DELREF)."""
+    references = ctx.snapshot.pending_frames(key, [g.name for g in groups]).join(
+        ids.select(C.ID_MS, C.ID_SEQ), [C.ID_MS, C.ID_SEQ], "left_semi"
+    )
+    ctx.plan.add_frame(source_frame_for_deletes(references), *(group_partition(key, g.name) for g in groups))
+
+
 def _minid_cap(meta: StreamMeta, trim: Trim) -> int:
     """MINID under ACKED removes every unreferenced entry below the threshold, up to the LIMIT."""
     return min(meta.length, trim.limit) if trim.approximate and trim.limit else meta.length
@@ -498,14 +501,7 @@ def _delete_references(ctx: Context, key: str, groups: Sequence[GroupMeta], trim
     Only the entries this trim deletes lose their references; a dangling reference to an entry deleted
     earlier stays (as in Redis 8.2, whose XTRIM DELREF skips entries already deleted).
     """
-    partitions = [group_partition(key, g.name) for g in groups]
-    references = (
-        ctx.snapshot.frame()
-        .where(in_partitions(partitions))
-        .where(F.col(C.ROW_KIND) == C.KIND_PENDING)
-        .join(trimmed.select(C.ID_MS, C.ID_SEQ), [C.ID_MS, C.ID_SEQ], "left_semi")
-    )
-    ctx.plan.add_frame(source_frame_for_deletes(references), *partitions)
+    delete_pending_ids(ctx, key, groups, trimmed)
     for group in groups:
         put_group(ctx, group, group)
 

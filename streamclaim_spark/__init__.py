@@ -10,6 +10,7 @@ from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelecti
 from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
+from streamclaim_spark.replies import PayloadNotTextError
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy
 
@@ -17,6 +18,7 @@ __all__ = [
     "BatchClaim",
     "ClaimRequest",
     "ConflictRetriesExhaustedError",
+    "PayloadNotTextError",
     "RefPolicy",
     "ReplyError",
     "RetryPolicy",

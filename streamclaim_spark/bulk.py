@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import is_token
@@ -78,19 +78,40 @@ class BulkDelivery:
 
 
 def fields_column(frame: DataFrame, column: str | None) -> Column:
-    """The entries' field/value pairs: ``column`` if it already holds them, else every column by name."""
+    """The entries' field/value pairs as bytes: ``column`` if it already holds pairs (string or binary),
+    else every column by name. Binary columns keep their bytes; strings become their UTF-8 bytes; any
+    other type is first cast to string (as its text). Redis has no null: a null becomes empty bytes."""
     if column is not None:
         data_type = frame.schema[column].dataType
-        if data_type != ArrayType(FIELD_PAIR) and data_type != ArrayType(FIELD_PAIR, containsNull=False):
+        if not _holds_pairs(data_type):
             raise ValueError(
                 f"fields_column={column!r} has type {data_type.simpleString()}; it must be "
-                "array<struct<field:string,value:string>>, or pass fields_column=None to use every column"
+                "array<struct<field:binary,value:binary>> (or string fields), or pass fields_column=None "
+                "to use every column"
             )
-        return F.col(column)
-    pairs = [
-        F.struct(F.lit(name).alias("field"), F.col(name).cast(StringType()).alias("value")) for name in frame.columns
-    ]
-    return F.array(*pairs)
+        pairs = F.col(column).cast(ArrayType(FIELD_PAIR))
+        return F.transform(pairs, lambda pair: _pair(pair["field"], pair["value"]))
+    return F.array(*(_pair(F.lit(name).cast(BinaryType()), _as_bytes(frame, name)) for name in frame.columns))
+
+
+def _pair(field: Column, value: Column) -> Column:
+    empty = F.lit(b"")
+    return F.struct(F.coalesce(field, empty).alias("field"), F.coalesce(value, empty).alias("value"))
+
+
+def _holds_pairs(data_type: DataType) -> bool:
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    members = data_type.elementType.fields
+    return [m.name for m in members] == ["field", "value"] and all(
+        isinstance(m.dataType, StringType | BinaryType) for m in members
+    )
+
+
+def _as_bytes(frame: DataFrame, name: str) -> Column:
+    if isinstance(frame.schema[name].dataType, BinaryType):
+        return F.col(name)
+    return F.col(name).cast(StringType()).cast(BinaryType())
 
 
 # Columns of the frame ``append`` numbers: the target stream, the entry's pairs, its input order and
@@ -118,9 +139,9 @@ def append(
         runner: The store's command runner (StreamStore.runner).
         key: The stream every row goes to; None when ``stream_column`` names it per row.
         frame: One row per entry, in the order the entries get their IDs.
-        fields: Name of an ``array<struct<field,value>>`` column holding each entry's pairs; None (the
-            default) makes every column a field named after it (except ``stream_column``), its value
-            cast to string.
+        fields: Name of an ``array<struct<field,value>>`` column (binary or string members) holding
+            each entry's pairs; None (the default) makes every column a field named after it (except
+            ``stream_column``): binary columns give their bytes, others their text as UTF-8.
         stream_column: Name of the string column holding each row's stream (many streams, one commit).
     """
     if (key is None) == (stream_column is None):

@@ -15,7 +15,8 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import ZERO_ID, StreamId, to_stored
 from streamclaim_spark.schema import group_partition, stream_partition
 
-FieldPairs = tuple[tuple[str, str], ...]
+# Field names and values are bytes, exactly as the client sent them (Redis streams are binary-safe).
+FieldPairs = tuple[tuple[bytes, bytes], ...]
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class Entry:
     id: StreamId
     fields: FieldPairs
 
-    def flat(self) -> list[str]:
+    def flat(self) -> list[bytes]:
         """Fields and values interleaved, as Redis replies with them."""
         return [item for pair in self.fields for item in pair]
 

@@ -1,7 +1,9 @@
 """Shapes typed results into the values a RESP2 client without reply parsing returns.
 
 Bulk replies are ``str``, status replies ``Status`` (a ``str`` that says it came as ``+OK``, not ``$2 OK``),
-integers ``int``, arrays ``list``, and both nil kinds ``None``.
+integers ``int``, arrays ``list``, and both nil kinds ``None``. Entries' field names and values are the
+one kind of ``bytes`` in a reply: exactly as stored. ``decoded`` turns them into ``str``, as redis-py's
+``decode_responses=True`` does.
 """
 
 from __future__ import annotations
@@ -34,6 +36,38 @@ def entry_reply(entry: Entry | None, entry_id: Any = None) -> list[Any]:
     if entry is None:
         return [str(entry_id), None]
     return [str(entry.id), entry.flat()]
+
+
+class PayloadNotTextError(ValueError):
+    """A reply holds a field name or value that is not UTF-8, and the caller asked for ``str`` replies."""
+
+
+def decoded(reply: Any, entry_id: str | None = None) -> Any:
+    """``reply`` with every payload (``bytes``) decoded as UTF-8; a payload that is not UTF-8 raises
+    ``PayloadNotTextError`` naming its entry (the command itself has run: what it delivered is pending)."""
+    if isinstance(reply, bytes):
+        return _decoded_payload(reply, entry_id)
+    if not isinstance(reply, list):
+        return reply
+    if len(reply) >= 2 and isinstance(reply[0], str) and _holds_payload(reply[1]):
+        # An entry: [id, [field, value, ...], ...]
+        return [reply[0], [decoded(item, reply[0]) for item in reply[1]], *reply[2:]]
+    return [decoded(item, entry_id) for item in reply]
+
+
+def _holds_payload(item: Any) -> bool:
+    return isinstance(item, list) and any(isinstance(value, bytes) for value in item)
+
+
+def _decoded_payload(payload: bytes, entry_id: str | None) -> str:
+    try:
+        return payload.decode("utf-8")
+    except UnicodeDecodeError:
+        shown = repr(payload[:16]) + ("..." if len(payload) > 16 else "")
+        raise PayloadNotTextError(
+            f"entry {entry_id or '(unknown)'} holds a field name or value that is not valid UTF-8 ({shown}); "
+            "open the store with decode_responses=False, or pass it to execute, to get bytes replies"
+        ) from None
 
 
 def entries_reply(entries: Iterable[Entry]) -> list[Any]:

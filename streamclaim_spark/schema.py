@@ -21,6 +21,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
     LongType,
     StringType,
     StructField,
@@ -29,10 +30,11 @@ from pyspark.sql.types import (
 
 from streamclaim_spark import _constants as C
 
+# An entry's field/value pair: bytes, as Redis streams are binary-safe (SQL: CAST(value AS STRING)).
 FIELD_PAIR = StructType(
     [
-        StructField("field", StringType()),
-        StructField("value", StringType()),
+        StructField("field", BinaryType()),
+        StructField("value", BinaryType()),
     ]
 )
 

@@ -490,7 +490,10 @@ class StreamClaimServer:
             raise ReplyError(NOAUTH)
         if name in ("flushdb", "flushall") and not self.config.allow_flush:
             raise ReplyError(FLUSH_DISABLED.format(name=name.upper()))
-        return self.store.execute(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
+        # Payloads go back on the wire exactly as stored, whatever the store's decode_responses.
+        return self.store.execute(
+            *raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock), decode_responses=False
+        )
 
 
 def _peer_closed(sock: socket.socket) -> bool:

@@ -77,7 +77,7 @@ def stored_id(row: Row | dict[str, Any], ms: str = C.ID_MS, seq: str = C.ID_SEQ)
 
 
 def entry_from_row(row: Row) -> Entry:
-    return Entry(stored_id(row), tuple((pair["field"], pair["value"]) for pair in row[C.FIELDS]))
+    return Entry(stored_id(row), tuple((bytes(pair["field"]), bytes(pair["value"])) for pair in row[C.FIELDS]))
 
 
 def pending_from_row(row: Row) -> PendingEntry:

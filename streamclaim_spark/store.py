@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -17,10 +18,12 @@ from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
+from streamclaim_spark.commands.args import is_text
 from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.object_store import WriterSafety
+from streamclaim_spark.replies import decoded
 from streamclaim_spark.runner import Clock, Runner
 from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.snapshot import Snapshot
@@ -58,8 +61,11 @@ class StreamStore:
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
         *,
         safety: WriterSafety,
+        decode_responses: bool = True,
     ) -> None:
         self.path = path
+        # As redis-py's switch: str replies (payloads decoded as UTF-8), or bytes payloads as stored.
+        self.decode_responses = decode_responses
         self.runner = Runner(spark, state_path, clock, retry_policy, rows_per_file)
         # How many drivers may write here (object_store.py); open() decides it from the path and settings.
         self.safety = safety
@@ -74,6 +80,7 @@ class StreamStore:
         rows_per_file: int = DEFAULT_ROWS_PER_FILE,
         *,
         single_writer: bool = False,
+        decode_responses: bool = True,
     ) -> StreamStore:
         """Opens the store at ``path`` (any Hadoop path), creating its Delta tables if missing.
 
@@ -91,6 +98,9 @@ class StreamStore:
                 a few entries of a big PEL rewrites one such file, not the whole PEL (docs/BENCHMARKS.md).
             single_writer: Promise that one driver at a time writes this store; lets it open on a log
                 store that serialises commits inside one driver only (S3's default), with a warning.
+            decode_responses: What ``execute`` returns for entries' field names and values, as in
+                redis-py: ``str`` (the default; a payload that is not UTF-8 raises PayloadNotTextError
+                naming the entry), or False for ``bytes`` exactly as stored.
         """
         if rows_per_file < 0:
             raise ValueError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
@@ -110,6 +120,7 @@ class StreamStore:
             retry_policy or RetryPolicy(),
             rows_per_file,
             safety=safety,
+            decode_responses=decode_responses,
         )
 
     # --- plumbing (runner.Runner) -------------------------------------------------------------------
@@ -211,47 +222,52 @@ class StreamStore:
         return batch_claim.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
 
     def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
-        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see batch_claim.claim_batch)."""
-        return batch_claim.claim_batch(self.runner, requests)
+        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see batch_claim.claim_batch); its ``replies``
+        hold payloads as ``execute`` would (decode_responses)."""
+        result = batch_claim.claim_batch(self.runner, requests)
+        return replace(result, replies=decoded(result.replies)) if self.decode_responses else result
 
     # --- Redis --------------------------------------------------------------------------------------------
 
-    def execute(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
+    def execute(
+        self,
+        *argv: str | bytes,
+        cancelled: Callable[[], bool] | None = None,
+        decode_responses: bool | None = None,
+    ) -> Any:
         """Runs one Redis command given as its argv and returns what a RESP2 client would.
 
-        Bulk replies come back as ``str``, status replies as ``replies.Status`` (a ``str``), integers as
-        ``int``, arrays as ``list``, nil as None. A Redis error raises ``ReplyError`` whose ``str()`` is the
-        full error line. ``cancelled``, polled while a BLOCK read waits, ends the wait with a nil reply.
+        Arguments are ``str`` or ``bytes``; field names and values may be any bytes, every other argument
+        must be UTF-8. Bulk replies come back as ``str``, status replies as ``replies.Status`` (a ``str``),
+        integers as ``int``, arrays as ``list``, nil as None; entries' field names and values as ``str``, or
+        as ``bytes`` when ``decode_responses`` (default: the store's) is False. A Redis error raises
+        ``ReplyError`` whose ``str()`` is the full error line. ``cancelled``, polled while a BLOCK read
+        waits, ends the wait with a nil reply.
         """
-        return dispatch(self.runner, decode_argv(argv), cancelled)
+        reply = dispatch(self.runner, decode_argv(argv), cancelled)
+        decode = self.decode_responses if decode_responses is None else decode_responses
+        return decoded(reply) if decode else reply
 
 
 def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
-    """Decodes bytes arguments as UTF-8; the store keeps names and payloads as UTF-8 text."""
+    """Turns a client's argv into text tokens, keeping every byte of every argument.
+
+    UTF-8 bytes become ``str``; other bytes are decoded with ``surrogateescape``, so each byte that is
+    not UTF-8 becomes one lone surrogate that ``payload_bytes`` turns back into that byte. Names, IDs
+    and options must be text (``commands.args.require_text`` refuses the rest); field names and values
+    may be any bytes. A ``str`` argument with lone surrogates of its own is refused here: it has no
+    bytes to stand for.
+    """
     decoded = []
     for position, value in enumerate(argv):
-        if isinstance(value, bytes):
-            try:
-                value = value.decode("utf-8")
-            except UnicodeDecodeError:
-                raise ReplyError(
-                    f"ERR argument {position} is not valid UTF-8: streamclaim-spark stores keys, names, fields "
-                    "and values as UTF-8 text; encode binary payloads first (e.g. base64)"
-                ) from None
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", "surrogateescape")
         elif not isinstance(value, str):
             raise TypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
-        elif not _encodable(value):
+        elif not is_text(value):
             raise ReplyError(
                 f"ERR argument {position} is not valid UTF-8 text (it holds lone surrogates); "
                 "pass bytes or well-formed str"
             )
         decoded.append(value)
     return decoded
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

@@ -40,17 +40,31 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
     """Creates the state table under ``store_path`` unless it exists; returns its path.
 
     Two processes opening a new store at once may both try to create it; the loser sees Delta's
-    conflict (or the other's table) and simply uses the table that won.
+    conflict (or the other's table) and simply uses the table that won. A table of an older layout is
+    refused with StoreLayoutError, which names ``upgrade_layout``.
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
     _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.BUCKET)
-    if C.BUCKET not in DeltaTable.forPath(spark, path).toDF().columns:
-        raise StoreLayoutError(
-            f"the store at {store_path} has the layout from before buckets (one Delta partition per stream "
-            "and per group); stop every writer and run streamclaim_spark.tables.upgrade_layout(spark, "
-            f"{store_path!r}) once, then open it again"
-        )
+    schema = DeltaTable.forPath(spark, path).toDF().schema
+    if C.BUCKET not in schema.names:
+        _refuse_old_layout(store_path, "the layout from before buckets (one Delta partition per stream and per group)")
+    if _holds_text_fields(schema):
+        _refuse_old_layout(store_path, "entries' field names and values as strings (before binary payloads)")
     return path
+
+
+def _refuse_old_layout(store_path: str, what: str) -> None:
+    raise StoreLayoutError(
+        f"the store at {store_path} keeps {what}; stop every writer and run "
+        f"streamclaim_spark.tables.upgrade_layout(spark, {store_path!r}) once, then open it again"
+    )
+
+
+def _holds_text_fields(schema: StructType) -> bool:
+    """True when the table's ``fields`` column holds string pairs (stores made before binary payloads)."""
+    if C.FIELDS not in schema.names:
+        return False
+    return schema[C.FIELDS].dataType != ArrayType(FIELD_PAIR)
 
 
 class StoreLayoutError(RuntimeError):
@@ -58,28 +72,42 @@ class StoreLayoutError(RuntimeError):
 
 
 def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
-    """Rewrites a store made before buckets into the bucketed layout, in one commit; False if it has it.
+    """Rewrites a store's tables made by an older version into today's layout; False if they have it.
 
-    Every row keeps its values; the table gains the ``bucket`` column and is partitioned by it. The
-    overwrite is one Delta commit, so readers see the old or the new table, never a mix; writers that
-    commit meanwhile make it fail (run it again), or are lost if they started before it — stop them first.
+    Two upgrades, each one commit per table: a state table from before buckets gains the ``bucket``
+    column and is partitioned by it; tables from before binary payloads (the state table and the
+    dead-letter table) get their string field names and values as their UTF-8 bytes. Every row keeps its
+    values. Readers see the old or the new table, never a mix; writers that commit meanwhile make it fail
+    (run it again), or are lost if they started before it: stop them first.
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
     table = spark.read.format("delta").load(path)
-    if C.BUCKET in table.columns:
-        return False
-    rows = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID))).select(*STATE_SCHEMA.names)
-    (
-        rows.repartition(C.BUCKET)
-        .write.format("delta")
-        .mode("overwrite")
-        .option("overwriteSchema", "true")
-        .partitionBy(C.BUCKET)
-        .save(path)
-    )
-    settings = ", ".join(f"'{key}' = '{value}'" for key, value in STATE_TABLE_PROPERTIES.items())
-    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
-    return True
+    upgraded = False
+    if C.BUCKET not in table.columns or _holds_text_fields(table.schema):
+        if C.BUCKET not in table.columns:
+            table = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
+        rows = table.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields))
+        (
+            rows.repartition(C.BUCKET)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .partitionBy(C.BUCKET)
+            .save(path)
+        )
+        settings = ", ".join(f"'{key}' = '{value}'" for key, value in STATE_TABLE_PROPERTIES.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+        upgraded = True
+    dead_letters = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
+    if DeltaTable.isDeltaTable(spark, dead_letters):
+        copies = spark.read.format("delta").load(dead_letters)
+        if _holds_text_fields(copies.schema):
+            columns = (F.col(f.name).cast(f.dataType).alias(f.name) for f in DEAD_LETTER_SCHEMA.fields)
+            copies.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
+                dead_letters
+            )
+            upgraded = True
+    return upgraded
 
 
 # --- the recovery job's companion tables ---------------------------------------------------------------
@@ -145,8 +173,12 @@ RECOVERY_RUNS_TABLE_PROPERTIES = {
 
 
 def ensure_dead_letter_table(spark: SparkSession, store_path: str) -> str:
-    """Creates the store's dead-letter table unless it exists; returns its path."""
-    return _ensure_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR), DEAD_LETTER_SCHEMA, {})
+    """Creates the store's dead-letter table unless it exists; returns its path (StoreLayoutError for
+    a table from before binary payloads)."""
+    path = _ensure_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR), DEAD_LETTER_SCHEMA, {})
+    if _holds_text_fields(DeltaTable.forPath(spark, path).toDF().schema):
+        _refuse_old_layout(store_path, "dead letters' field names and values as strings (before binary payloads)")
+    return path
 
 
 def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:

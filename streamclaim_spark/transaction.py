@@ -10,6 +10,7 @@ either way is re-run from a fresh snapshot with jittered exponential backoff (do
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import random
@@ -164,10 +165,17 @@ def json_frame(spark: SparkSession, records: Sequence[dict[str, Any]], schema: S
 
     ``createDataFrame`` of a Python list is a Python RDD, evaluated (for a MERGE source: twice) in
     Python worker processes. ``from_json`` of a literal is deterministic, so Delta may read it twice
-    without materializing it; JSON escapes carry any Unicode text, NULs included, unchanged.
+    without materializing it; JSON escapes carry any Unicode text, NULs included, unchanged, and
+    ``bytes`` go as base64, which is how Spark's JSON reader fills a BINARY column.
     """
-    text = json.dumps(list(records), separators=(",", ":"))
+    text = json.dumps(list(records), separators=(",", ":"), default=_json_bytes)
     return spark.range(1).select(F.inline(F.from_json(F.lit(text), ArrayType(schema))))
+
+
+def _json_bytes(value: Any) -> str:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot write a {type(value).__name__} into a MERGE source row")
 
 
 def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:

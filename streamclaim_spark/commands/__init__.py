@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark import claim
 from streamclaim_spark.commands import groups, nack, pending, reading, references, streams
-from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token
+from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token, require_text
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
 from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
 
@@ -46,6 +46,9 @@ def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] 
         raise unknown_command(argv[0], list(argv[1:]))
     arity, handler = _HANDLERS[name]
     check_arity(argv, arity, name)
+    # XADD alone takes payload arguments; it checks the text part of its argv once it has parsed it.
+    if name != "xadd":
+        require_text(argv)
     token = _CANCELLED.set(cancelled)
     try:
         return handler(runner, argv)

@@ -1,4 +1,5 @@
-"""Small helpers shared by the argument parsers: keyword matching and Redis integer errors."""
+"""Small helpers shared by the argument parsers: keyword matching, Redis integer errors, and the
+line between text arguments (names, IDs, options) and payload arguments (field names and values)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,32 @@ from collections.abc import Sequence
 
 from streamclaim_spark.errors import NOT_AN_INTEGER, ReplyError, unknown_subcommand, wrong_arity
 from streamclaim_spark.integers import parse_ll
+
+
+def is_text(token: str) -> bool:
+    """True when ``token`` is well-formed text: no lone surrogate (``store.decode_argv`` turns each byte
+    of a non-UTF-8 argument into one)."""
+    try:
+        token.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def require_text(argv: Sequence[str], end: int | None = None) -> None:
+    """Refuses a non-UTF-8 argument among ``argv[:end]``: key, group and consumer names live in string
+    columns and partition digests, so they stay UTF-8 text; only field names and values may be bytes."""
+    for position, token in enumerate(argv[:end]):
+        if not is_text(token):
+            raise ReplyError(
+                f"ERR argument {position} is not valid UTF-8: streamclaim-spark keeps keys, group and consumer "
+                "names, IDs and options as UTF-8 text; only field names and values may be any bytes"
+            )
+
+
+def payload_bytes(token: str) -> bytes:
+    """A field name or value argument as the exact bytes the client sent (see ``store.decode_argv``)."""
+    return token.encode("utf-8", "surrogateescape")
 
 
 def c_str(token: str) -> str:

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.commands.args import int_arg, is_token, is_word
+from streamclaim_spark.commands.args import int_arg, is_token, is_word, payload_bytes, require_text
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError, wrong_arity
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_end, parse_range_start, parse_xadd_id
@@ -193,7 +193,8 @@ def parse_xadd(argv: Sequence[str]) -> XAdd:
     remaining = len(argv) - field_position
     if remaining < 2 or remaining % 2 == 1:
         raise wrong_arity("xadd")
-    values = argv[field_position:]
+    require_text(argv, field_position)
+    values = [payload_bytes(token) for token in argv[field_position:]]
     fields = tuple(zip(values[0::2], values[1::2], strict=True))
     request = XAdd(key=argv[1], fields=fields, nomkstream=parsed.nomkstream, trim=parsed.trim)
     if parsed.explicit is not None:

@@ -33,7 +33,7 @@ DEFAULT_TOLERANCE_MS = 1500
 class Target(Protocol):
     """Anything a scenario can run on: the raw RESP client or the store."""
 
-    def execute(self, *argv: str) -> object: ...
+    def execute(self, *argv: str | bytes) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Pause:
     ms: int
 
 
-Step: TypeAlias = "tuple[str, ...] | Pause"
+Step: TypeAlias = "tuple[str | bytes, ...] | Pause"
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def format_step(step: Step) -> str:
     """A step as a shell-like command line (``XREADGROUP GROUP g c STREAMS s '>'``) or ``PAUSE 100ms``."""
     if isinstance(step, Pause):
         return f"PAUSE {step.ms}ms"
-    return " ".join(shlex.quote(arg) for arg in step)
+    return " ".join(shlex.quote(arg) if isinstance(arg, str) else repr(arg) for arg in step)
 
 
 def _now_ms() -> float:
@@ -94,8 +94,8 @@ def run_on(target: Target, steps: Sequence[Step]) -> list[Outcome]:
             time.sleep(step.ms / 1000)
             outcomes.append(Outcome(None, None, started, _now_ms()))
             continue
-        if not isinstance(step, tuple) or not step or not all(isinstance(arg, str) for arg in step):
-            raise TypeError(f"step {index} must be a non-empty tuple of str or a Pause, got {step!r}")
+        if not isinstance(step, tuple) or not step or not all(isinstance(arg, str | bytes) for arg in step):
+            raise TypeError(f"step {index} must be a non-empty tuple of str or bytes, or a Pause, got {step!r}")
         try:
             reply = target.execute(*step)
         except ReplyError as exc:

@@ -73,3 +73,49 @@ def test_store_replies_like_redis(name: str, redis: RespClient, store: StreamSto
     actual = run_on(store, steps)
     actual = [_like_server(step, e, a) for step, e, a in zip(steps, expected, actual, strict=True)]
     assert_same_outcomes(steps, expected, actual, tolerance_ms=30_000)
+
+
+# Binary payloads sent as bytes, as a client library sends them: every byte value, empty and repeated
+# fields, bytes that are not UTF-8, and the errors that still come first.
+BINARY_STEPS: list[Step] = [
+    ("XADD", "bin", "1-1", bytes(range(256)), b"\x00\xff", b"", b"", b"dup", b"\xc3\x28", b"dup", b"\x80"),
+    ("XADD", "bin", "1-2", "caf\u00e9".encode(), b"\xf0\x9f\x98\x80", b"\xff", b"v"),
+    ("XADD", "bin", "1-3", b"\xff"),
+    ("XADD", "bin", b"\xff", b"f", b"v"),
+    ("XADD", "bin", "1-1", b"\xfe", b"v"),
+    ("XGROUP", "CREATE", "bin", "g", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "bin", ">"),
+    ("XCLAIM", "bin", "g", "c2", "0", "1-1", "1-2"),
+    ("XAUTOCLAIM", "bin", "g", "c3", "0", "0", "COUNT", "1"),
+    ("XRANGE", "bin", "-", "+"),
+    ("XINFO", "STREAM", "bin"),
+]
+
+
+class _AsRespClientSees:
+    """The store with bytes replies, shaped as the raw RESP client shapes bulk strings: ``str`` when
+    they are UTF-8, ``bytes`` when not (tests/resp.py)."""
+
+    def __init__(self, store: StreamStore) -> None:
+        self.store = store
+
+    def execute(self, *argv: str | bytes) -> object:
+        return self._shaped(self.store.execute(*argv, decode_responses=False))
+
+    def _shaped(self, reply: Any) -> Any:
+        if isinstance(reply, list):
+            return [self._shaped(item) for item in reply]
+        if isinstance(reply, bytes):
+            try:
+                return reply.decode("utf-8")
+            except UnicodeDecodeError:
+                return reply
+        return reply
+
+
+@pytest.mark.spark
+def test_binary_payloads_come_back_as_redis_server_sends_them(redis: RespClient, store: StreamStore) -> None:
+    expected = run_on(redis, BINARY_STEPS)
+    actual = run_on(_AsRespClientSees(store), BINARY_STEPS)
+    actual = [_like_server(step, e, a) for step, e, a in zip(BINARY_STEPS, expected, actual, strict=True)]
+    assert_same_outcomes(BINARY_STEPS, expected, actual, tolerance_ms=30_000)

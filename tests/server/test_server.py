@@ -19,7 +19,7 @@ from tests.server.conftest import RawConnection, encode
 pytestmark = pytest.mark.spark
 
 # Every reply here is deterministic (explicit IDs, no idle times), so both servers must send the same bytes.
-FRAMING_SCRIPT: list[tuple[str, ...]] = [
+FRAMING_SCRIPT: list[tuple[str | bytes, ...]] = [
     ("FLUSHALL",),
     ("PING",),
     ("PING", "hello"),
@@ -60,6 +60,17 @@ FRAMING_SCRIPT: list[tuple[str, ...]] = [
     ("AUTH", "pw"),
     ("FOO", "a" * 100, "b" * 100, "c"),
     ("XADD", "s"),
+    # Binary payloads: every byte value, empty and repeated fields, bytes that are not UTF-8.
+    ("XADD", "bin", "1-1", bytes(range(256)), b"\x00\xff", b"", b"", b"dup", b"\xc3\x28", b"dup", b"\x80"),
+    ("XADD", "bin", "1-2", b"\xfe", b""),
+    ("XGROUP", "CREATE", "bin", "g", "0"),
+    ("XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "STREAMS", "bin", ">"),
+    ("XCLAIM", "bin", "g", "c2", "0", "1-1"),
+    ("XAUTOCLAIM", "bin", "g", "c3", "0", "0"),
+    ("XREAD", "STREAMS", "bin", "0"),
+    ("XREVRANGE", "bin", "+", "-"),
+    ("XINFO", "STREAM", "bin"),
+    ("DEL", "bin"),
     ("DEL", "s", "nokey"),
     ("EXISTS", "s"),
 ]
@@ -74,7 +85,7 @@ def test_replies_are_the_bytes_redis_server_sends_for_the_same_script(
             ours.call("HELLO", "3")
             theirs.call("HELLO", "3")
         for argv in FRAMING_SCRIPT:
-            assert ours.call(*argv) == theirs.call(*argv), f"reply to {' '.join(argv)[:80]}"
+            assert ours.call(*argv) == theirs.call(*argv), f"reply to {argv!r:.80}"
         inline = b"ECHO \"a\\x41b\" 'c d'\r\nPING\r\n\r\n  PING   x  \n"
         assert ours.send(inline, replies=3) == theirs.send(inline, replies=3)
 

@@ -107,7 +107,7 @@ class Expected:
             deleted = (pair[0], n) in DELETED
             if row[C.DELIVERY_COUNT] > options.max_deliveries:
                 group["dead_lettered"] += 1
-                fields = None if deleted else [("n", str(n))]
+                fields = None if deleted else [(b"n", str(n).encode())]
                 self.dead_letters.append((run_id, at(T_RUN), *kept[:-2], row[C.DELIVERY_COUNT], T0, fields))
             elif deleted:
                 group["purged"] += 1

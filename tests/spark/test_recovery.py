@@ -113,7 +113,7 @@ def at(ms: int) -> datetime:
 
 def dead_letter(run_id: str, entry: int) -> tuple[object, ...]:
     """The dead_letters row of poison entry ``orders`` e<entry> copied by ``run_id`` at T_RUN."""
-    return (run_id, at(T_RUN), "orders", "billing", ORDERS[entry], "bob", 11, T0, [("n", str(entry))])
+    return (run_id, at(T_RUN), "orders", "billing", ORDERS[entry], "bob", 11, T0, [(b"n", str(entry).encode())])
 
 
 # Pending rows no run touches: not stale at T_RUN.

@@ -159,8 +159,8 @@ def test_delivery_counts_per_consumer(spark: SparkSession, store: StreamStore) -
 def test_entries_delivered_more_than_n_times(spark: SparkSession, store: StreamStore, ids: list[str]) -> None:
     rows = spark.sql(doc_queries()["entries_delivered_more_than_n_times"]).collect()
 
-    assert [(r.stream, r.group_name, r.id, r.owner, r.delivery_count, r.fields) for r in rows] == [
-        ("orders", "billing", ids[5], "recovery", 7, [Row(field="n", value="5")]),
+    assert [(r.stream, r.group_name, r.id, r.owner, r.delivery_count, r.payload) for r in rows] == [
+        ("orders", "billing", ids[5], "recovery", 7, ["n=5"]),
     ]
 
 

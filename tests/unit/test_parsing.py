@@ -24,7 +24,7 @@ class TestXadd:
     def test_auto_id_with_fields_parses_pairs_in_order_keeping_duplicates(self) -> None:
         request = parse_xadd(["XADD", "s", "*", "f", "1", "f", "2"])
         assert request.id is None
-        assert request.fields == (("f", "1"), ("f", "2"))
+        assert request.fields == ((b"f", b"1"), (b"f", b"2"))
 
     def test_ms_star_is_an_id_with_a_generated_sequence(self) -> None:
         request = parse_xadd(["XADD", "s", "5-*", "f", "v"])

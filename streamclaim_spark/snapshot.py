@@ -77,6 +77,8 @@ def stored_id(row: Row | dict[str, Any], ms: str = C.ID_MS, seq: str = C.ID_SEQ)
 
 
 def entry_from_row(row: Row) -> Entry:
+    # bytes(): a BINARY value is bytes by default, but bytearray when a session turns off
+    # spark.sql.execution.pyspark.binaryAsBytes; entries are immutable either way.
     return Entry(stored_id(row), tuple((bytes(pair["field"]), bytes(pair["value"])) for pair in row[C.FIELDS]))
 
 

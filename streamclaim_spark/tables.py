@@ -6,7 +6,7 @@ import threading
 import time
 
 from delta.tables import DeltaTable
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
@@ -67,6 +67,11 @@ def _holds_text_fields(schema: StructType) -> bool:
     return schema[C.FIELDS].dataType != ArrayType(FIELD_PAIR)
 
 
+def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
+    """``frame``'s columns in ``schema``'s order and types (string fields cast to their UTF-8 bytes)."""
+    return frame.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
+
+
 class StoreLayoutError(RuntimeError):
     """Raised when a store's state table has an older layout than this version reads and writes."""
 
@@ -82,13 +87,14 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
     table = spark.read.format("delta").load(path)
+    before_buckets = C.BUCKET not in table.columns
     upgraded = False
-    if C.BUCKET not in table.columns or _holds_text_fields(table.schema):
-        if C.BUCKET not in table.columns:
+    if before_buckets or _holds_text_fields(table.schema):
+        if before_buckets:
             table = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
-        rows = table.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields))
         (
-            rows.repartition(C.BUCKET)
+            _conformed(table, STATE_SCHEMA)
+            .repartition(C.BUCKET)
             .write.format("delta")
             .mode("overwrite")
             .option("overwriteSchema", "true")
@@ -102,9 +108,12 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     if DeltaTable.isDeltaTable(spark, dead_letters):
         copies = spark.read.format("delta").load(dead_letters)
         if _holds_text_fields(copies.schema):
-            columns = (F.col(f.name).cast(f.dataType).alias(f.name) for f in DEAD_LETTER_SCHEMA.fields)
-            copies.select(*columns).write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(
-                dead_letters
+            (
+                _conformed(copies, DEAD_LETTER_SCHEMA)
+                .write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .save(dead_letters)
             )
             upgraded = True
     return upgraded

@@ -21,12 +21,15 @@ if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner
 
 Handler = Callable[["Runner", Sequence[str]], Any]
-_HANDLERS: dict[str, tuple[int, Handler]] = {}
+_HANDLERS: dict[str, tuple[int, Handler, bool]] = {}
 
 
-def command(name: str, arity: int) -> Callable[[Handler], Handler]:
+def command(name: str, arity: int, *, payload: bool = False) -> Callable[[Handler], Handler]:
+    """Registers a handler. Its argv must be UTF-8 text (args.require_text) unless ``payload``: such a
+    command takes field names and values as any bytes, and checks the rest of its argv as it parses."""
+
     def register(handler: Handler) -> Handler:
-        _HANDLERS[name] = (arity, handler)
+        _HANDLERS[name] = (arity, handler, payload)
         return handler
 
     return register
@@ -44,10 +47,9 @@ def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] 
     name = argv[0].lower()
     if name not in _HANDLERS:
         raise unknown_command(argv[0], list(argv[1:]))
-    arity, handler = _HANDLERS[name]
+    arity, handler, payload = _HANDLERS[name]
     check_arity(argv, arity, name)
-    # XADD alone takes payload arguments; it checks the text part of its argv once it has parsed it.
-    if name != "xadd":
+    if not payload:
         require_text(argv)
     token = _CANCELLED.set(cancelled)
     try:
@@ -66,7 +68,7 @@ def command_arity(name: str) -> int:
     return _HANDLERS[name][0]
 
 
-@command("xadd", -5)
+@command("xadd", -5, payload=True)
 def _xadd(runner: Runner, argv: Sequence[str]) -> Any:
     request = streams.parse_xadd(argv)
     new_id = runner.transact("XADD", lambda ctx: streams.run_xadd(ctx, request))

@@ -8,7 +8,7 @@ what ``XACKDEL`` does, for any number of IDs, without collecting anything to the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -384,6 +384,7 @@ def _advance(
 
 
 _TARGET = "_target"
+_UNTIL_MS, _UNTIL_SEQ = "_until_ms", "_until_seq"
 _TARGETS = StructType(
     [
         StructField(_TARGET, LongType()),
@@ -393,6 +394,8 @@ _TARGETS = StructType(
         StructField(C.OWNER, StringType()),
         StructField(C.LAST_MS, LongType()),
         StructField(C.LAST_SEQ, LongType()),
+        StructField(_UNTIL_MS, LongType()),
+        StructField(_UNTIL_SEQ, LongType()),
     ]
 )
 
@@ -425,84 +428,114 @@ def deliver_many(
         raise ValueError("targets: a (stream, group) is named twice; deliver to one consumer per group per call")
 
     def decide(ctx: Context) -> list[BulkDelivery]:
-        ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
-        records: list[dict[str, object]] = []
-        lowest: StreamId | None = None
-        for position, (key, group, consumer) in enumerate(targets):
-            if ctx.snapshot.stream(key) is None or ctx.snapshot.group(key, group) is None:
-                raise nogroup_xreadgroup(key, group)
-            head = ctx.snapshot.group(key, group)
-            assert head is not None
-            if head.last_id == MAX_ID:
-                continue
-            start = head.last_id.incr()
-            lowest = start if lowest is None else min(lowest, start)
-            records.append(
-                {
-                    _TARGET: position,
-                    C.STREAM: key,
-                    C.GROUP: group,
-                    C.PARTITION_ID: group_partition(key, group),
-                    C.OWNER: consumer,
-                    C.LAST_MS: to_stored(head.last_id.ms),
-                    C.LAST_SEQ: to_stored(head.last_id.seq),
-                }
-            )
-        results = [BulkDelivery(0, None, None, None) for _ in targets]
-        if not records:
-            return results
-        streams = sorted({str(record[C.STREAM]) for record in records})
-        assert lowest is not None
-        entries = (
-            ctx.snapshot.frame()
-            .where(
-                in_partitions([stream_partition(key) for key in streams])
-                & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
-                & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
-            )
-            .select(C.STREAM, C.ID_MS, C.ID_SEQ)
-        )
-        after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
-            (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
-        )
-        delivered = entries.join(F.broadcast(json_frame(ctx.snapshot.spark, records, _TARGETS)), C.STREAM).where(
-            after_cursor
-        )
-        if count is not None:
-            rank = F.row_number().over(Window.partitionBy(_TARGET).orderBy(C.ID_MS, C.ID_SEQ))
-            delivered = delivered.withColumn("_rank", rank).where(F.col("_rank") <= count)
-        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-        bounds = (
-            delivered.groupBy(_TARGET)
-            .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
-            .collect()
-        )
-        if not bounds:
-            return results
-        rows = delivered.select(
-            F.col(C.PARTITION_ID),
-            F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
-            F.col(C.STREAM),
-            F.col(C.GROUP),
-            F.col(C.ID_MS),
-            F.col(C.ID_SEQ),
-            F.col(C.OWNER),
-            F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
-            F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
-            F.lit(ctx.txn).alias(C.TXN),
-        )
-        first_key = targets[int(bounds[0][_TARGET])]
-        ctx.plan.add_frame(source_frame(state_rows(rows)), group_partition(first_key[0], first_key[1]))
-        for bound in bounds:
-            position = int(bound[_TARGET])
-            key, group, consumer = targets[position]
-            first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
-            results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
-        return results
+        return plan_deliveries(ctx, targets, count)
 
     results = runner.transact("BULK DELIVER", decide)
     version = runner.last_commit_version
     return [replace(result, version=version if result.count else None) for result in results]
+
+
+def plan_deliveries(
+    ctx: Context,
+    targets: Sequence[tuple[str, str, str]],
+    count: int | None = None,
+    *,
+    total: int | None = None,
+    until: Mapping[str, StreamId] | None = None,
+) -> list[BulkDelivery]:
+    """Plans ``deliver_many``'s deliveries into ``ctx`` (its transaction may hold other changes too).
+
+    ``count`` caps each target, ``total`` all of them together (the oldest IDs first, across streams),
+    ``until`` caps each named stream's IDs (entries after it stay new). The results carry no version.
+    """
+    ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
+    records: list[dict[str, object]] = []
+    lowest: StreamId | None = None
+    for position, (key, group, consumer) in enumerate(targets):
+        if ctx.snapshot.stream(key) is None or ctx.snapshot.group(key, group) is None:
+            raise nogroup_xreadgroup(key, group)
+        head = ctx.snapshot.group(key, group)
+        assert head is not None
+        if head.last_id == MAX_ID:
+            continue
+        start = head.last_id.incr()
+        cap = until.get(key) if until is not None else None
+        if cap is not None and cap < start:
+            continue
+        lowest = start if lowest is None else min(lowest, start)
+        records.append(
+            {
+                _TARGET: position,
+                C.STREAM: key,
+                C.GROUP: group,
+                C.PARTITION_ID: group_partition(key, group),
+                C.OWNER: consumer,
+                C.LAST_MS: to_stored(head.last_id.ms),
+                C.LAST_SEQ: to_stored(head.last_id.seq),
+                _UNTIL_MS: to_stored(cap.ms) if cap is not None else None,
+                _UNTIL_SEQ: to_stored(cap.seq) if cap is not None else None,
+            }
+        )
+    results = [BulkDelivery(0, None, None, None) for _ in targets]
+    if not records:
+        return results
+    streams = sorted({str(record[C.STREAM]) for record in records})
+    assert lowest is not None
+    entries = (
+        ctx.snapshot.frame()
+        .where(
+            in_partitions([stream_partition(key) for key in streams])
+            & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
+            & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
+        )
+        .select(C.STREAM, C.ID_MS, C.ID_SEQ)
+    )
+    after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
+        (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
+    )
+    within_until = (
+        F.col(_UNTIL_MS).isNull()
+        | (F.col(C.ID_MS) < F.col(_UNTIL_MS))
+        | ((F.col(C.ID_MS) == F.col(_UNTIL_MS)) & (F.col(C.ID_SEQ) <= F.col(_UNTIL_SEQ)))
+    )
+    delivered = entries.join(F.broadcast(json_frame(ctx.snapshot.spark, records, _TARGETS)), C.STREAM).where(
+        after_cursor & within_until
+    )
+    if count is not None:
+        rank = F.row_number().over(Window.partitionBy(_TARGET).orderBy(C.ID_MS, C.ID_SEQ))
+        delivered = delivered.withColumn("_rank", rank).where(F.col("_rank") <= count)
+    if total is not None:
+        # One window over every target's candidates: the oldest IDs first, whichever stream holds them.
+        overall = F.row_number().over(Window.orderBy(C.ID_MS, C.ID_SEQ, _TARGET))
+        delivered = delivered.withColumn("_overall", overall).where(F.col("_overall") <= total)
+    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+    bounds = (
+        delivered.groupBy(_TARGET)
+        .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
+        .collect()
+    )
+    if not bounds:
+        return results
+    rows = delivered.select(
+        F.col(C.PARTITION_ID),
+        F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
+        F.col(C.STREAM),
+        F.col(C.GROUP),
+        F.col(C.ID_MS),
+        F.col(C.ID_SEQ),
+        F.col(C.OWNER),
+        F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+        F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
+        F.lit(ctx.txn).alias(C.TXN),
+    )
+    first_key = targets[int(bounds[0][_TARGET])]
+    ctx.plan.add_frame(source_frame(state_rows(rows)), group_partition(first_key[0], first_key[1]))
+    for bound in bounds:
+        position = int(bound[_TARGET])
+        key, group, consumer = targets[position]
+        first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
+        results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
+    return results
 
 
 # Column carrying the ID text both sides of acknowledge's join are matched on.

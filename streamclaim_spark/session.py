@@ -7,6 +7,8 @@ first time and served from the Ivy cache afterwards, so later starts work offlin
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
@@ -60,6 +62,10 @@ def build_session(
         app_name: Application name shown in Spark's logs.
         conf: Extra Spark settings; they override ``DEFAULT_CONF`` key by key.
     """
+    if master is not None and master.startswith("local"):
+        # Python workers, and the processes that plan Python data sources' batches (streaming/), run
+        # this interpreter, which has the project's packages, unless the user named another.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)

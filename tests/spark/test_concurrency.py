@@ -332,13 +332,13 @@ def test_claims_on_two_groups_of_one_stream_commit_concurrently_without_conflict
 
 
 class Worker:
-    """A ``claim_worker`` child process with its own Spark driver, read line by line."""
+    """A child process with its own Spark driver (``claim_worker``, or ``module``), read line by line."""
 
-    def __init__(self, args: list[str], log: Path) -> None:
+    def __init__(self, args: list[str], log: Path, module: str = "tests.spark.claim_worker") -> None:
         self.log = log
         self._stderr = log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.claim_worker", *args],
+            [sys.executable, "-m", module, *args],
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

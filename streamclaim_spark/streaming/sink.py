@@ -1,0 +1,107 @@
+"""The ``streamclaim`` stream writer: each micro-batch appended as entries (XADD *), once.
+
+Executors turn their rows into Arrow buffers (``write``); Spark's commit step gathers them on the
+driver side, where ``commit`` appends them in one Delta commit that also records the batch ID as a
+Delta transaction identifier (``txnAppId`` / ``txnVersion``). A replayed batch, whose ID is already
+recorded, appends nothing: the check and the record are one commit, so no crash can add a batch twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
+
+from streamclaim_spark.streaming.options import SinkOptions
+from streamclaim_spark.streaming.source import _Linked
+
+if TYPE_CHECKING:
+    from streamclaim_spark.bulk import BulkAppend
+    from streamclaim_spark.store import StreamStore
+    from streamclaim_spark.streaming.driver import DriverLink
+
+# Delta's idempotent-DML settings: a MERGE run with them records (app ID, version) in its commit and
+# is skipped when that version (or a later one) is already recorded for the app ID.
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+
+@dataclass
+class ArrowRows(WriterCommitMessage):
+    """One task's rows, as an Arrow IPC stream."""
+
+    payload: bytes
+    rows: int
+
+    def table(self) -> pa.Table:
+        return pa.ipc.open_stream(self.payload).read_all()
+
+
+def sink_app_id(sink_id: str) -> str:
+    """The Delta transaction identifier of one sink (one checkpoint): batch IDs count per checkpoint."""
+    return "streamclaim-sink-" + hashlib.sha256(sink_id.encode()).hexdigest()[:24]
+
+
+def recorded_batch(store: StreamStore, app_id: str) -> int:
+    """The last batch ID the state table records for ``app_id`` (-1: none)."""
+    jvm = store.spark._jvm
+    assert jvm is not None
+    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(store.spark._jsparkSession, store.state_path)
+    recorded = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).transactions().get(app_id)
+    return int(recorded.get()) if recorded.isDefined() else -1
+
+
+def append_once(store: StreamStore, frame: DataFrame, options: SinkOptions, batch_id: int) -> BulkAppend | None:
+    """Appends ``frame`` as the sink's batch ``batch_id`` unless the store already holds that batch."""
+    app_id = sink_app_id(options.sink_id)
+    if recorded_batch(store, app_id) >= batch_id:
+        return None
+    session = store.session()
+    session.conf.set(TXN_APP_ID, app_id)
+    session.conf.set(TXN_VERSION, str(batch_id))
+    try:
+        if options.stream_column is not None:
+            return store.append_streams(frame, options.stream_column, options.fields)
+        assert options.stream is not None
+        return store.append(options.stream, frame, options.fields)
+    finally:
+        session.conf.unset(TXN_APP_ID)
+        session.conf.unset(TXN_VERSION)
+
+
+class AppendWriter(_Linked, DataSourceStreamArrowWriter):
+    """Appends each micro-batch to the store as ``XADD *`` would, one commit per batch, once per batch ID."""
+
+    def __init__(self, options: SinkOptions, link: DriverLink | None) -> None:
+        super().__init__(options.path, link)
+        self.options = options
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> ArrowRows:
+        sink = pa.BufferOutputStream()
+        writer: pa.ipc.RecordBatchStreamWriter | None = None
+        rows = 0
+        for batch in iterator:
+            if writer is None:
+                writer = pa.ipc.new_stream(sink, batch.schema)
+            writer.write_batch(batch)
+            rows += batch.num_rows
+        if writer is None:
+            return ArrowRows(b"", 0)
+        writer.close()
+        return ArrowRows(sink.getvalue().to_pybytes(), rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        tables = [m.table() for m in messages if isinstance(m, ArrowRows) and m.rows]
+        if not tables:
+            return
+        store = self._store()
+        frame = store.spark.createDataFrame(pa.concat_tables(tables))
+        append_once(store, frame, self.options, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing was written: rows travel in the commit messages, and an aborted batch has none appended."""

@@ -1,0 +1,312 @@
+"""The ``streamclaim`` stream reader: a consumer group read from Spark Structured Streaming.
+
+Each micro-batch is planned in one Delta transaction (``latestOffset``): it acknowledges the entries
+of the previous batch, which Spark has committed by then, and delivers new entries to the query's
+consumer as ``XREADGROUP ... >`` would. The batch's offset records the Delta version of that commit
+and each stream's ID range, so ``partitions`` reads exactly the batch's rows by time travel, on the
+first run and on a replay after a crash alike. docs/STREAMING.md gives the semantics and their proof.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.bulk import plan_deliveries
+from streamclaim_spark.commands.streams import put_group
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import nogroup_xreadgroup
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
+from streamclaim_spark.snapshot import Need, Snapshot, id_at_least, id_at_most, id_text, stored_id
+from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, matching
+from streamclaim_spark.transaction import source_frame_for_deletes
+
+if TYPE_CHECKING:
+    from streamclaim_spark.store import StreamStore
+    from streamclaim_spark.streaming.driver import DriverLink
+
+# What the source emits per entry; ``fields`` as the store keeps them (SQL: CAST(value AS STRING)).
+ENTRY_SCHEMA = (
+    "stream STRING, id STRING, fields ARRAY<STRUCT<field: BINARY, value: BINARY>>, "
+    "delivery_count BIGINT, delivered_at TIMESTAMP"
+)
+
+
+class ArrowPartition(InputPartition):
+    """One Spark task's rows, as an Arrow IPC stream read on the driver side while planning."""
+
+    def __init__(self, payload: bytes) -> None:
+        super().__init__(None)
+        self.payload = payload
+
+    def __repr__(self) -> str:
+        return f"ArrowPartition({len(self.payload)} bytes)"
+
+
+def _partitions(rows: DataFrame, rows_per_partition: int) -> list[InputPartition]:
+    """Collects ``rows`` as Arrow (one Spark job) and cuts them into partitions of at most ``rows_per_partition``."""
+    table = rows.toArrow()
+    # Spark checks the rows against the declared schema, whose columns are all nullable.
+    table = table.cast(pa.schema([column.with_nullable(True) for column in table.schema]))
+    parts: list[InputPartition] = []
+    for offset in range(0, table.num_rows, rows_per_partition):
+        sink = pa.BufferOutputStream()
+        chunk = table.slice(offset, rows_per_partition)
+        with pa.ipc.new_stream(sink, chunk.schema) as writer:
+            writer.write_table(chunk)
+        parts.append(ArrowPartition(sink.getvalue().to_pybytes()))
+    return parts
+
+
+def _read(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    assert isinstance(partition, ArrowPartition)
+    yield from pa.ipc.open_stream(partition.payload)
+
+
+def _in_ranges(
+    frame: DataFrame, ranges: dict[str, tuple[StreamId, StreamId]], kind: str, where: Callable[[str], str]
+) -> DataFrame:
+    """Rows of ``kind`` in each stream's ID range (exclusive low, inclusive high), in the partition ``where`` names."""
+    spans: Column | None = None
+    for stream, (low, high) in sorted(ranges.items()):
+        span = (F.col(C.PARTITION_ID) == where(stream)) & id_at_least(low.incr()) & id_at_most(high)
+        spans = span if spans is None else spans | span
+    assert spans is not None
+    return frame.where(in_partitions([where(s) for s in ranges]) & (F.col(C.ROW_KIND) == kind) & spans)
+
+
+def _entry_rows(table: DataFrame, ranges: dict[str, tuple[StreamId, StreamId]], pending: DataFrame | None) -> DataFrame:
+    """The rows the source emits: ``pending`` rows with their entries' fields (null for a deleted
+    entry, as XREADGROUP gives nil), or with ``pending`` None every entry in the ranges."""
+    entries = _in_ranges(table, ranges, C.KIND_ENTRY, stream_partition).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
+    if pending is None:
+        rows = entries.select(
+            "*",
+            F.lit(None).cast("bigint").alias(C.DELIVERY_COUNT),
+            F.lit(None).cast("bigint").alias(C.DELIVERY_TIME_MS),
+        )
+    else:
+        rows = pending.select(C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS).join(
+            entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left"
+        )
+    return rows.orderBy(C.STREAM, C.ID_MS, C.ID_SEQ).select(
+        F.col(C.STREAM).alias("stream"),
+        id_text(C.ID_MS, C.ID_SEQ).alias("id"),
+        F.col(C.FIELDS).alias("fields"),
+        F.col(C.DELIVERY_COUNT).alias("delivery_count"),
+        F.timestamp_millis(F.col(C.DELIVERY_TIME_MS)).alias("delivered_at"),
+    )
+
+
+class _Linked:
+    """A reader or writer that opens the store over the driver's session, and is shipped without the link."""
+
+    def __init__(self, path: str, link: DriverLink | None) -> None:
+        self._path = path
+        self._link = link
+        self._opened: StreamStore | None = None
+
+    def _store(self) -> StreamStore:
+        from streamclaim_spark.store import StreamStore
+
+        if self._opened is None:
+            if self._link is None:
+                raise RuntimeError(
+                    "the streamclaim data source was registered without a driver link; "
+                    "register it with streamclaim_spark.streaming.register(spark)"
+                )
+            self._opened = StreamStore.open(self._path, spark=self._link.session(), decode_responses=False)
+        return self._opened
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors read partitions (or write rows) and need neither the gateway's secret nor the store.
+        return {**self.__dict__, "_link": None, "_opened": None}
+
+
+class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Reads a consumer group as one consumer: delivery and acknowledgement ride the micro-batches."""
+
+    def __init__(self, options: SourceOptions, link: DriverLink | None) -> None:
+        super().__init__(options.path, link)
+        self.options = options
+        self._until: dict[str, StreamId] | None = None  # Trigger.AvailableNow: the last IDs when it began
+        self._acknowledged: str | None = None  # the last batch whose entries this process acknowledged
+
+    # --- what to read -------------------------------------------------------------------------------
+
+    def _streams(self, snapshot: Snapshot) -> list[str]:
+        """The streams read: every named one (NOGROUP if it or its group is missing), plus every
+        stream a pattern matches that has the group."""
+        group, consumer = self.options.group, self.options.consumer
+        names = set(self.options.named)
+        if len(names) < len(self.options.streams):
+            heads = (
+                snapshot.frame()
+                .where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
+                .where(F.array_contains(F.col(C.GROUP_NAMES), group))
+                .select(C.STREAM)
+                .collect()
+            )
+            names.update(matching(self.options.streams, (row[C.STREAM] for row in heads)))
+        streams = sorted(names)
+        snapshot.prefetch(*(Need(s, (group,), consumer) for s in streams))
+        for stream in self.options.named:
+            if snapshot.stream(stream) is None or snapshot.group(stream, group) is None:
+                raise nogroup_xreadgroup(stream, group)
+        return streams
+
+    def initialOffset(self) -> dict[str, Any]:
+        self._streams(self._store().snapshot())  # a missing stream or group fails the query at its start
+        return BatchOffset().to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        cap = self.options.max_entries_per_trigger
+        return ReadMaxRows(cap) if cap is not None else super().getDefaultReadLimit()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        snapshot = self._store().snapshot()
+        streams = self._streams(snapshot)
+        self._until = {s: meta.last_id for s in streams if (meta := snapshot.stream(s)) is not None}
+
+    # --- one micro-batch ------------------------------------------------------------------------------
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """Acknowledges the previous batch and plans the next, in one commit; returns ``start`` when
+        there is nothing new (Spark then runs no batch)."""
+        store, options = self._store(), self.options
+        previous = BatchOffset.from_json(start)
+        started = json.dumps(start, sort_keys=True)
+        emitted = None
+        if previous.version >= 0 and previous.ranges() and self._acknowledged != started:
+            emitted = self._emitted(store.table_at(previous.version), previous)
+        cap = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+
+        def decide(ctx: Context) -> tuple[dict[str, StreamId], int]:
+            streams = self._streams(ctx.snapshot)
+            acknowledged = self._acknowledge(ctx, previous, emitted)
+            highs = self._pending_after(ctx, previous, streams, cap)
+            room = None if cap is None else cap - sum(n for n, _ in highs.values())
+            delivered: dict[str, StreamId] = {}
+            if room is None or room > 0:
+                until = None if self._until is None else {s: self._until.get(s, ZERO_ID) for s in streams}
+                targets = [(s, options.group, options.consumer) for s in streams]
+                for (stream, _, _), result in zip(
+                    targets, plan_deliveries(ctx, targets, total=room, until=until), strict=True
+                ):
+                    if result.last_id is not None:
+                        delivered[stream] = result.last_id
+            for stream in acknowledged - set(delivered):  # a delivery already guards its group's head
+                head = ctx.snapshot.group(stream, options.group)
+                assert head is not None
+                put_group(ctx, head, head)
+            ends = {s: last for s, (_, last) in highs.items()}
+            for stream, last in delivered.items():
+                ends[stream] = max(last, ends.get(stream, ZERO_ID))
+            assert ctx.snapshot.version is not None  # the runner pins every snapshot
+            return ends, ctx.snapshot.version
+
+        ends, read_version = store.transact("STREAM BATCH", decide)
+        self._acknowledged = started
+        if not ends:
+            return start
+        version = store.last_commit_version if store.last_commit_version is not None else read_version
+        return previous.next(version, ends).to_json()
+
+    def _emitted(self, table: DataFrame, batch: BatchOffset) -> DataFrame:
+        """What ``batch`` emitted: its PEL rows as of its version (key and delivery, to match on)."""
+        group, consumer = self.options.group, self.options.consumer
+        rows = _in_ranges(table, batch.ranges(), C.KIND_PENDING, lambda s: group_partition(s, group))
+        return rows.where(F.col(C.OWNER) == consumer).select(
+            C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
+        )
+
+    def _acknowledge(self, ctx: Context, batch: BatchOffset, emitted: DataFrame | None) -> set[str]:
+        """Plans XACK of what ``batch`` emitted and is still pending as it was delivered (not claimed
+        or redelivered since: a claimed entry is its new owner's to acknowledge); returns the streams
+        whose groups it touches. No count first: a batch's entries are there to acknowledge, except
+        after a restart, when an empty delete costs less than the query that would find it empty."""
+        if emitted is None:
+            return set()
+        group, consumer = self.options.group, self.options.consumer
+        ctx.snapshot.prefetch(*(Need(s, (group,), consumer) for s in batch.ranges()))
+        # A group destroyed since (or a stream deleted) has no PEL left to acknowledge in.
+        ranges = {s: span for s, span in batch.ranges().items() if ctx.snapshot.group(s, group) is not None}
+        if not ranges:
+            return set()
+        pending = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        done = pending.where(F.col(C.OWNER) == consumer).join(
+            emitted, [C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS], "left_semi"
+        )
+        ctx.plan.add_frame(source_frame_for_deletes(done), *(group_partition(s, group) for s in ranges))
+        return set(ranges)
+
+    def _pending_after(
+        self, ctx: Context, batch: BatchOffset, streams: Sequence[str], cap: int | None
+    ) -> dict[str, tuple[int, StreamId]]:
+        """The consumer's pending entries after the last ID the query emitted, per stream (count, last
+        ID), at most ``cap`` of them, the oldest first: a delivery whose batch never reached Spark's
+        offset log (the query died in between), or entries claimed to this consumer. They go first."""
+        group, consumer = self.options.group, self.options.consumer
+        ranges = {s: (batch.after(s), MAX_ID) for s in streams if batch.after(s) < MAX_ID}
+        if not ranges:
+            return {}
+        rows = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        rows = rows.where(F.col(C.OWNER) == consumer)
+        if cap is not None:
+            rows = rows.orderBy(C.ID_MS, C.ID_SEQ, C.STREAM).limit(cap)
+        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+        tallies = rows.groupBy(C.STREAM).agg(F.count(F.lit(1)).alias("n"), F.max(pair).alias("hi")).collect()
+        return {row[C.STREAM]: (int(row["n"]), stored_id(row["hi"])) for row in tallies}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        batch = BatchOffset.from_json(end)
+        ranges = batch.ranges()
+        if batch.version < 0 or not ranges:
+            return []
+        table = self._store().table_at(batch.version)
+        group, consumer = self.options.group, self.options.consumer
+        pending = _in_ranges(table, ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        rows = _entry_rows(table, ranges, pending.where(F.col(C.OWNER) == consumer))
+        return _partitions(rows, self.options.rows_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing: a batch's entries are acknowledged by the next ``latestOffset``, which Spark calls
+        only once that batch is committed (and once more after the last batch of Trigger.AvailableNow)."""
+
+    def stop(self) -> None:
+        """Nothing to free; the session is the driver's and must stay open."""
+
+
+class RangeReader(_Linked, DataSourceReader):
+    """``spark.read.format("streamclaim")``: every entry of the named streams, as XRANGE - + reads them."""
+
+    def __init__(self, options: RangeOptions, link: DriverLink | None) -> None:
+        super().__init__(options.path, link)
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        snapshot = self._store().snapshot()
+        names = set(s for s in self.options.streams if not any(c in s for c in "*?["))
+        if len(names) < len(self.options.streams):
+            heads = snapshot.frame().where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
+            names.update(matching(self.options.streams, (row[C.STREAM] for row in heads.select(C.STREAM).collect())))
+        ranges = {s: (ZERO_ID, MAX_ID) for s in sorted(names)}
+        if not ranges:
+            return []
+        rows = _entry_rows(snapshot.frame(), ranges, None)
+        return _partitions(rows, self.options.rows_per_partition)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(partition)

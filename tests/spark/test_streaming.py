@@ -1,0 +1,225 @@
+"""The ``streamclaim`` data source in real Structured Streaming queries on real Delta (docs/STREAMING.md).
+
+A consumer group read from ``readStream`` delivers each micro-batch in one commit and acknowledges it
+once Spark has committed it; a driver killed mid-run and restarted from its checkpoint loses nothing
+and duplicates only the killed batch; the sink appends each batch once, whatever Spark replays.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.streaming import register
+from streamclaim_spark.streaming.driver import DriverLink
+from streamclaim_spark.streaming.options import sink_options
+from streamclaim_spark.streaming.sink import AppendWriter, recorded_batch, sink_app_id
+from tests.spark.test_concurrency import Worker
+
+pytestmark = pytest.mark.spark
+
+EMPTY_PEL = [0, None, None, None]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered(spark: SparkSession) -> None:
+    register(spark)
+
+
+def group_stream(store: StreamStore, consumer: str, **options: Any) -> DataFrame:
+    reader = (
+        store.spark.readStream.format("streamclaim")
+        .option("path", store.path)
+        .option("group", "billing")
+        .option("consumer", consumer)
+    )
+    for name, value in {"stream": "orders", **options}.items():
+        if value is not None:
+            reader = reader.option(name, value)
+    return reader.load()
+
+
+class Batches:
+    """A ``foreachBatch`` function that keeps every batch's (stream, id, delivery_count) rows."""
+
+    def __init__(self) -> None:
+        self.rows: dict[int, list[tuple[str, str, int]]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, frame: DataFrame, batch_id: int) -> None:
+        rows = [(r["stream"], r["id"], r["delivery_count"]) for r in frame.collect()]
+        with self._lock:
+            self.rows[batch_id] = rows
+
+    def ids(self) -> list[str]:
+        return [entry_id for rows in self.rows.values() for _, entry_id, _ in rows]
+
+
+def run_available_now(frame: DataFrame, sink: Batches, checkpoint: Path) -> None:
+    query = frame.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    query.trigger(availableNow=True).start().awaitTermination()
+
+
+def fill(spark: SparkSession, store: StreamStore, count: int, stream: str = "orders") -> list[str]:
+    """``count`` entries in one commit, and the group ``billing`` from the start; returns their IDs."""
+    added = store.append(stream, spark.range(count).selectExpr("CAST(id AS STRING) AS n", "id % 7 AS k"))
+    store.execute("XGROUP", "CREATE", stream, "billing", "0")
+    assert added.first_id is not None
+    return [f"{added.first_id.ms}-{added.first_id.seq + n}" for n in range(count)]
+
+
+def test_an_available_now_query_reads_ten_thousand_entries_once_each_and_acknowledges_them_all(
+    spark: SparkSession, store: StreamStore, tmp_path: Path
+) -> None:
+    ids = fill(spark, store, 10_000)
+    # Three entries this consumer read before the query started (a query that died before its offset
+    # log held them): they are pending to it, and the query emits them first.
+    early = store.execute("XREADGROUP", "GROUP", "billing", "spark-1", "COUNT", "3", "STREAMS", "orders", ">")
+    early_ids = [entry_id for entry_id, _ in early[0][1]]
+    sink = Batches()
+    run_available_now(group_stream(store, "spark-1", maxEntriesPerTrigger=4000), sink, tmp_path / "ck")
+
+    assert sorted(sink.ids()) == sorted(ids)  # every entry, none twice
+    assert [len(rows) for _, rows in sorted(sink.rows.items())] == [4000, 4000, 2000]
+    assert [entry_id for _, entry_id, _ in sink.rows[0][:3]] == early_ids
+    assert {count for rows in sink.rows.values() for _, _, count in rows} == {1}
+    # The last batch too is acknowledged: Spark asks for one more offset after it, and gets none.
+    assert store.execute("XPENDING", "orders", "billing") == EMPTY_PEL
+    info = store.execute("XINFO", "GROUPS", "orders")[0]
+    assert info[info.index("entries-read") + 1] == 10_000 and info[info.index("lag") + 1] == 0
+    fields = store.execute("XRANGE", "orders", ids[42], ids[42])[0][1]
+    read = spark.read.format("streamclaim").option("path", store.path).option("stream", "orders").load()
+    row = read.where(F.col("id") == ids[42]).first()
+    assert (
+        row is not None
+        and [x for pair in row["fields"] for x in (pair["field"].decode(), pair["value"].decode())] == fields
+    )
+    assert read.count() == 10_000 and read.where(F.col("delivery_count").isNotNull()).count() == 0
+
+
+def test_two_queries_with_different_consumers_of_one_group_split_the_entries_of_several_streams(
+    spark: SparkSession, store: StreamStore, tmp_path: Path
+) -> None:
+    entries = {("orders", i) for i in fill(spark, store, 2000)} | {
+        ("audit-1", i) for i in fill(spark, store, 1000, "audit-1")
+    }
+    store.execute("XADD", "audit-2", "*", "not", "in the group")  # matched by the pattern, but has no group
+    sinks = {consumer: Batches() for consumer in ("spark-a", "spark-b")}
+    threads = [
+        threading.Thread(
+            target=run_available_now,
+            args=(
+                group_stream(store, consumer, stream=None, streams="orders,audit-*", maxEntriesPerTrigger=500),
+                sink,
+                tmp_path / consumer,
+            ),
+        )
+        for consumer, sink in sinks.items()
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=900)
+    a, b = ({(s, i) for rows in sink.rows.values() for s, i, _ in rows} for sink in sinks.values())
+    assert not a & b  # no entry delivered to both
+    assert a | b == entries and sum(len(sink.ids()) for sink in sinks.values()) == 3000
+    assert max(len(rows) for sink in sinks.values() for rows in sink.rows.values()) <= 500
+    for stream in ("orders", "audit-1"):
+        assert store.execute("XPENDING", stream, "billing") == EMPTY_PEL
+
+
+@pytest.mark.slow
+def test_a_query_killed_mid_run_and_restarted_loses_nothing_and_repeats_only_the_killed_batch(
+    spark: SparkSession, store: StreamStore, tmp_path: Path
+) -> None:
+    ids = fill(spark, store, 5000)
+    output, checkpoint = tmp_path / "out", tmp_path / "ck"
+    args = ["--path", store.path, "--output", str(output), "--checkpoint", str(checkpoint), "--stall-batch", "2"]
+    worker = Worker(args, tmp_path / "worker.log", module="tests.spark.stream_worker")
+    try:
+        for batch in range(3):
+            assert worker.expect("written ", timeout=300) == f"written {batch} 1000"
+        worker.kill_group()  # SIGKILL of its driver (Python and JVM) while batch 2 is uncommitted
+    finally:
+        worker.close()
+    # The killed batch's entries are pending to the query's consumer; the recovery job would claim them
+    # once idle past min_idle if the query never came back.
+    assert store.execute("XPENDING", "orders", "billing")[0] == 1000
+
+    def resume(frame: DataFrame, batch_id: int) -> None:
+        frame.withColumn("batch", F.lit(batch_id)).write.format("delta").mode("append").save(str(output))
+
+    query = group_stream(store, "spark-1", maxEntriesPerTrigger=1000).writeStream.foreachBatch(resume)
+    query.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start().awaitTermination()
+
+    rows = spark.read.format("delta").load(str(output))
+    assert sorted(r["id"] for r in rows.select("id").distinct().collect()) == sorted(ids)  # at least once
+    repeated = rows.groupBy("id").agg(F.count("*").alias("n"), F.collect_set("batch").alias("batches"))
+    assert {(r["n"], tuple(r["batches"])) for r in repeated.where("n > 1").collect()} == {(2, (2,))}
+    assert repeated.where("n > 1").count() == 1000  # exactly the killed batch, replayed as batch 2
+    assert store.execute("XPENDING", "orders", "billing") == EMPTY_PEL
+
+
+def test_a_missing_group_or_a_bad_option_stops_the_query_with_the_message(store: StreamStore, tmp_path: Path) -> None:
+    store.execute("XADD", "orders", "*", "a", "1")
+    cases = [
+        (dict(group="nope"), "NOGROUP No such key 'orders' or consumer group 'nope' in XREADGROUP with GROUP option"),
+        (dict(maxEntriesPerTrigger="-5"), "option 'maxEntriesPerTrigger' is '-5': give a positive whole number"),
+    ]
+    for number, (options, message) in enumerate(cases):
+        reader = group_stream(store, "spark-1", **{k: v for k, v in options.items() if k != "group"})
+        if "group" in options:
+            reader = (
+                store.spark.readStream.format("streamclaim")
+                .option("path", store.path)
+                .option("stream", "orders")
+                .option("group", options["group"])
+                .option("consumer", "spark-1")
+                .load()
+            )
+        with pytest.raises(StreamingQueryException) as raised:
+            run_available_now(reader, Batches(), tmp_path / f"ck{number}")
+        assert message in str(raised.value)
+    assert store.execute("XLEN", "orders") == 1
+
+
+@pytest.fixture
+def copy_source(spark: SparkSession, tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "in"
+    spark.createDataFrame([("a", b"\x00\xff"), ("b", b"")], "name STRING, blob BINARY").write.parquet(str(folder))
+    yield folder
+
+
+def test_the_sink_appends_each_batch_once_and_a_replayed_batch_adds_nothing(
+    spark: SparkSession, store: StreamStore, copy_source: Path, tmp_path: Path
+) -> None:
+    checkpoint = tmp_path / "sink-ck"
+    frame = spark.readStream.schema("name STRING, blob BINARY").parquet(str(copy_source))
+    writer = frame.writeStream.format("streamclaim").option("path", store.path).option("stream", "copy")
+    writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start().awaitTermination()
+    entries = store.execute("XRANGE", "copy", "-", "+", decode_responses=False)
+    assert sorted(fields for _, fields in entries) == [
+        [b"name", b"a", b"blob", b"\x00\xff"],
+        [b"name", b"b", b"blob", b""],
+    ]
+
+    options = sink_options({"path": store.path, "stream": "copy", "checkpointlocation": str(checkpoint)})
+    assert recorded_batch(store, sink_app_id(options.sink_id)) == 0
+    sink = AppendWriter(options, DriverLink.of(spark))
+    message = sink.write(iter(pa.table({"name": ["c"], "blob": [b"\x01"]}).to_batches()))
+    version = store.snapshot().version
+    sink.commit([message], 0)  # Spark replaying batch 0 after a crash before its commit log entry
+    assert store.execute("XLEN", "copy") == 2 and store.snapshot().version == version
+    sink.commit([message], 1)
+    sink.commit([message], 1)
+    assert store.execute("XLEN", "copy") == 3
+    assert store.execute("XREVRANGE", "copy", "+", "-", "COUNT", "1")[0][1] == ["name", "c", "blob", "\x01"]

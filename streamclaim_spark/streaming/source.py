@@ -25,10 +25,10 @@ from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
+from streamclaim_spark.schema import COLUMN_NAMES, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Need, Snapshot, id_at_least, id_at_most, id_text, stored_id
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, matching
-from streamclaim_spark.transaction import source_frame_for_deletes
+from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
@@ -193,7 +193,7 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         def decide(ctx: Context) -> tuple[dict[str, StreamId], int]:
             streams = self._streams(ctx.snapshot)
             acknowledged = self._acknowledge(ctx, previous, emitted)
-            highs = self._pending_after(ctx, previous, streams, cap)
+            highs = self._redeliver_pending(ctx, previous, streams, cap)
             room = None if cap is None else cap - sum(n for n, _ in highs.values())
             delivered: dict[str, StreamId] = {}
             if room is None or room > 0:
@@ -204,7 +204,7 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ):
                     if result.last_id is not None:
                         delivered[stream] = result.last_id
-            for stream in acknowledged - set(delivered):  # a delivery already guards its group's head
+            for stream in (acknowledged | set(highs)) - set(delivered):  # a delivery guards its group's head
                 head = ctx.snapshot.group(stream, options.group)
                 assert head is not None
                 put_group(ctx, head, head)
@@ -249,12 +249,18 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         ctx.plan.add_frame(source_frame_for_deletes(done), *(group_partition(s, group) for s in ranges))
         return set(ranges)
 
-    def _pending_after(
+    def _redeliver_pending(
         self, ctx: Context, batch: BatchOffset, streams: Sequence[str], cap: int | None
     ) -> dict[str, tuple[int, StreamId]]:
-        """The consumer's pending entries after the last ID the query emitted, per stream (count, last
-        ID), at most ``cap`` of them, the oldest first: a delivery whose batch never reached Spark's
-        offset log (the query died in between), or entries claimed to this consumer. They go first."""
+        """Plans the redelivery of the consumer's pending entries after the last ID the query emitted
+        (at most ``cap``, the oldest first) and returns their count and last ID per stream.
+
+        They are a delivery whose batch never reached Spark's offset log (the query died in between),
+        or entries claimed to this consumer. As XREADGROUP's history read, the batch emits them again
+        and counts the delivery: delivery count + 1 and delivery time now, except for entries deleted
+        from the stream, which stay as they are (and are emitted with null fields). So a poison entry
+        that kills the query each time reaches the recovery job's ``max_deliveries``.
+        """
         group, consumer = self.options.group, self.options.consumer
         ranges = {s: (batch.after(s), MAX_ID) for s in streams if batch.after(s) < MAX_ID}
         if not ranges:
@@ -265,6 +271,22 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
             rows = rows.orderBy(C.ID_MS, C.ID_SEQ, C.STREAM).limit(cap)
         pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
         tallies = rows.groupBy(C.STREAM).agg(F.count(F.lit(1)).alias("n"), F.max(pair).alias("hi")).collect()
+        if tallies:
+            live = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_ENTRY, stream_partition)
+            redelivered = rows.join(
+                live.select(C.STREAM, C.ID_MS, C.ID_SEQ), [C.STREAM, C.ID_MS, C.ID_SEQ], "left_semi"
+            )
+            redelivered = redelivered.select(
+                *(
+                    {
+                        C.DELIVERY_COUNT: F.col(C.DELIVERY_COUNT) + 1,
+                        C.DELIVERY_TIME_MS: F.lit(ctx.now).cast("bigint"),
+                        C.TXN: F.lit(ctx.txn),
+                    }.get(name, F.col(name)).alias(name)
+                    for name in COLUMN_NAMES
+                )
+            )
+            ctx.plan.add_frame(source_frame(redelivered), *(group_partition(row[C.STREAM], group) for row in tallies))
         return {row[C.STREAM]: (int(row["n"]), stored_id(row["hi"])) for row in tallies}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:

@@ -16,9 +16,12 @@ from __future__ import annotations
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
+
+if TYPE_CHECKING:
+    from streamclaim_spark.store import StreamStore
 
 # java_import's of a pyspark driver (pyspark.java_gateway.launch_gateway): what SparkContext expects.
 _JAVA_IMPORTS = (
@@ -70,6 +73,31 @@ class DriverLink:
                 session = _connect(self)
                 _sessions[self.port] = session
             return session
+
+
+class Linked:
+    """A reader or writer that opens the store over the driver's session, and is shipped without the link."""
+
+    def __init__(self, path: str, link: DriverLink | None) -> None:
+        self._path = path
+        self._link = link
+        self._opened: StreamStore | None = None
+
+    def _store(self) -> StreamStore:
+        from streamclaim_spark.store import StreamStore
+
+        if self._opened is None:
+            if self._link is None:
+                raise RuntimeError(
+                    "the streamclaim data source was registered without a driver link; "
+                    "register it with streamclaim_spark.streaming.register(spark)"
+                )
+            self._opened = StreamStore.open(self._path, spark=self._link.session(), decode_responses=False)
+        return self._opened
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors read partitions (or write rows) and need neither the gateway's secret nor the store.
+        return {**self.__dict__, "_link": None, "_opened": None}
 
 
 def _connect(link: DriverLink) -> SparkSession:

@@ -17,8 +17,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import SinkOptions
-from streamclaim_spark.streaming.source import _Linked
 
 if TYPE_CHECKING:
     from streamclaim_spark.bulk import BulkAppend
@@ -74,7 +74,7 @@ def append_once(store: StreamStore, frame: DataFrame, options: SinkOptions, batc
         session.conf.unset(TXN_VERSION)
 
 
-class AppendWriter(_Linked, DataSourceStreamArrowWriter):
+class AppendWriter(Linked, DataSourceStreamArrowWriter):
     """Appends each micro-batch to the store as ``XADD *`` would, one commit per batch, once per batch ID."""
 
     def __init__(self, options: SinkOptions, link: DriverLink | None) -> None:

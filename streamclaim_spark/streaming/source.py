@@ -4,7 +4,7 @@ Each micro-batch is planned in one Delta transaction (``latestOffset``): it ackn
 of the previous batch, which Spark has committed by then, and delivers new entries to the query's
 consumer as ``XREADGROUP ... >`` would. The batch's offset records the Delta version of that commit
 and each stream's ID range, so ``partitions`` reads exactly the batch's rows by time travel, on the
-first run and on a replay after a crash alike. docs/STREAMING.md gives the semantics and their proof.
+first run and on a replay after a crash alike. docs/STREAMING.md gives the semantics and the crash cases.
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.schema import COLUMN_NAMES, group_partition, in_partitions, stream_partition
 from streamclaim_spark.snapshot import Need, Snapshot, id_at_least, id_at_most, id_text, stored_id
-from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, matching
+from streamclaim_spark.streaming.driver import Linked
+from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, is_pattern, matching
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
 
 if TYPE_CHECKING:
-    from streamclaim_spark.store import StreamStore
     from streamclaim_spark.streaming.driver import DriverLink
 
 # What the source emits per entry; ``fields`` as the store keeps them (SQL: CAST(value AS STRING)).
@@ -107,32 +107,19 @@ def _entry_rows(table: DataFrame, ranges: dict[str, tuple[StreamId, StreamId]], 
     )
 
 
-class _Linked:
-    """A reader or writer that opens the store over the driver's session, and is shipped without the link."""
-
-    def __init__(self, path: str, link: DriverLink | None) -> None:
-        self._path = path
-        self._link = link
-        self._opened: StreamStore | None = None
-
-    def _store(self) -> StreamStore:
-        from streamclaim_spark.store import StreamStore
-
-        if self._opened is None:
-            if self._link is None:
-                raise RuntimeError(
-                    "the streamclaim data source was registered without a driver link; "
-                    "register it with streamclaim_spark.streaming.register(spark)"
-                )
-            self._opened = StreamStore.open(self._path, spark=self._link.session(), decode_responses=False)
-        return self._opened
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Executors read partitions (or write rows) and need neither the gateway's secret nor the store.
-        return {**self.__dict__, "_link": None, "_opened": None}
+def _selected_streams(snapshot: Snapshot, streams: Sequence[str], group: str | None) -> list[str]:
+    """The streams ``streams`` selects: its plain names, plus every existing stream (with ``group``,
+    when given) that one of its glob patterns matches; one query of the stream heads, only for patterns."""
+    names = {name for name in streams if not is_pattern(name)}
+    if len(names) < len(streams):
+        heads = snapshot.frame().where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
+        if group is not None:
+            heads = heads.where(F.array_contains(F.col(C.GROUP_NAMES), group))
+        names.update(matching(streams, (row[C.STREAM] for row in heads.select(C.STREAM).collect())))
+    return sorted(names)
 
 
-class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Reads a consumer group as one consumer: delivery and acknowledgement ride the micro-batches."""
 
     def __init__(self, options: SourceOptions, link: DriverLink | None) -> None:
@@ -147,17 +134,7 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The streams read: every named one (NOGROUP if it or its group is missing), plus every
         stream a pattern matches that has the group."""
         group, consumer = self.options.group, self.options.consumer
-        names = set(self.options.named)
-        if len(names) < len(self.options.streams):
-            heads = (
-                snapshot.frame()
-                .where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
-                .where(F.array_contains(F.col(C.GROUP_NAMES), group))
-                .select(C.STREAM)
-                .collect()
-            )
-            names.update(matching(self.options.streams, (row[C.STREAM] for row in heads)))
-        streams = sorted(names)
+        streams = _selected_streams(snapshot, self.options.streams, group)
         snapshot.prefetch(*(Need(s, (group,), consumer) for s in streams))
         for stream in self.options.named:
             if snapshot.stream(stream) is None or snapshot.group(stream, group) is None:
@@ -311,7 +288,7 @@ class GroupReader(_Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Nothing to free; the session is the driver's and must stay open."""
 
 
-class RangeReader(_Linked, DataSourceReader):
+class RangeReader(Linked, DataSourceReader):
     """``spark.read.format("streamclaim")``: every entry of the named streams, as XRANGE - + reads them."""
 
     def __init__(self, options: RangeOptions, link: DriverLink | None) -> None:
@@ -320,11 +297,7 @@ class RangeReader(_Linked, DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         snapshot = self._store().snapshot()
-        names = set(s for s in self.options.streams if not any(c in s for c in "*?["))
-        if len(names) < len(self.options.streams):
-            heads = snapshot.frame().where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
-            names.update(matching(self.options.streams, (row[C.STREAM] for row in heads.select(C.STREAM).collect())))
-        ranges = {s: (ZERO_ID, MAX_ID) for s in sorted(names)}
+        ranges = {s: (ZERO_ID, MAX_ID) for s in _selected_streams(snapshot, self.options.streams, None)}
         if not ranges:
             return []
         rows = _entry_rows(snapshot.frame(), ranges, None)

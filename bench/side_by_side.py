@@ -78,7 +78,7 @@ class RedisWorkload:
     def __init__(self, client: redis.Redis) -> None:
         self.client = client
         # redis-py's xautoclaim(justid=True) returns the IDs without the cursor; this client keeps raw replies.
-        self.raw = redis.Redis(connection_pool=client.connection_pool)
+        self.raw: Any = redis.Redis(connection_pool=client.connection_pool)
         self.raw.set_response_callback("XAUTOCLAIM", lambda response, **options: response)
 
     def load(self, size: int) -> list[bytes]:
@@ -96,7 +96,7 @@ class RedisWorkload:
     def deliver(self) -> int:
         delivered = 0
         while True:
-            reply = self.client.xreadgroup(GROUP, "dead", {KEY: ">"}, count=READ_COUNT)
+            reply: Any = self.client.xreadgroup(GROUP, "dead", {KEY: ">"}, count=READ_COUNT)
             if not reply or not reply[0][1]:
                 return delivered
             delivered += len(reply[0][1])
@@ -309,7 +309,7 @@ def run(
             calls = latency_calls if size == smallest else 0
             if str(size) in reused and not calls:
                 print(f"[N={size:,}] redis: taken from the earlier run", flush=True)
-                redis_steps, redis_latency = reused[str(size)][REDIS], {}
+                redis_steps, redis_latency = reused[str(size)][REDIS], dict[str, list[float]]()
             else:
                 print(f"[N={size:,}] redis ...", flush=True)
                 redis_steps, redis_latency = run_redis(workload, size, calls)

@@ -60,9 +60,9 @@ class Delayed:
         self.after = after
         self.ms = ms
 
-    def execute(self, *argv: str) -> object:
+    def execute(self, *argv: str | bytes) -> object:
         reply = self.target.execute(*argv)
-        if argv[0].upper() == self.after:
+        if isinstance(argv[0], str) and argv[0].upper() == self.after:
             time.sleep(self.ms / 1000)
         return reply
 
@@ -73,7 +73,7 @@ class Exploding:
     def __init__(self, target: RespClient) -> None:
         self.target = target
 
-    def execute(self, *argv: str) -> object:
+    def execute(self, *argv: str | bytes) -> object:
         if argv[0] == "XLEN":
             raise ValueError("boom")
         return self.target.execute(*argv)

@@ -1,5 +1,10 @@
 """Every scripted scenario, run on a real redis-server and on the store: the outcomes must be equal.
 
+redis-server runs every step of every scenario. The store starts each scenario from a copy of the
+template store that already ran its longest shared prefix (``harness.shared_prefixes``; the template's
+own outcomes stand in for those steps and are compared like the rest), on a clock continuing from the
+template's, so ~300 of the ~1,160 store steps and every table creation run once instead of per scenario.
+
 The store returns Redis 7.2's extra consumer fields (XINFO CONSUMERS ``inactive``, XINFO STREAM FULL
 ``active-time``) beside 7.0's; against a 7.0 server they are dropped before comparing. XINFO STREAM's
 ``radix-tree-*`` sizes describe Redis' memory encoding and are taken from the server's reply.
@@ -7,12 +12,14 @@ The store returns Redis 7.2's extra consumer fields (XINFO CONSUMERS ``inactive`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from streamclaim_spark import StreamStore
-from tests.parity.harness import Outcome, Step, assert_same_outcomes, run_on
+from tests.fixtures import EMPTY, Template, TemplateStores
+from tests.parity.harness import Outcome, Prefix, Step, assert_same_outcomes, deepest_prefix, run_on, shared_prefixes
 from tests.parity.scenarios import SCENARIOS
 from tests.resp import RespClient
 
@@ -43,7 +50,7 @@ def _like_server(step: Step, expected: Outcome, actual: Outcome) -> Outcome:
         reply = [_drop_fields(record, ("inactive",)) for record in reply]
     elif sub == "stream":
         server_fields = dict(_pairs(server)) if len(server) % 2 == 0 else {}
-        fields = []
+        fields: list[Any] = []
         for key, value in _pairs(reply):
             if key in RADIX_FIELDS and key in server_fields:
                 value = server_fields[key]
@@ -57,7 +64,7 @@ def _like_server(step: Step, expected: Outcome, actual: Outcome) -> Outcome:
 def _without_active_time(group: Any) -> Any:
     if not isinstance(group, list) or len(group) % 2:
         return group
-    fields = []
+    fields: list[Any] = []
     for key, value in _pairs(group):
         if key == "consumers" and isinstance(value, list):
             value = [_drop_fields(consumer, ("active-time",)) for consumer in value]
@@ -65,12 +72,50 @@ def _without_active_time(group: Any) -> Any:
     return fields
 
 
+PREFIXES = shared_prefixes(SCENARIOS)
+
+
+class PrefixStores:
+    """Template stores of the scenarios' shared prefixes, each with the store's outcomes of its steps."""
+
+    def __init__(self, templates: TemplateStores) -> None:
+        self.templates = templates
+        self.outcomes: dict[Prefix, list[Outcome]] = {(): []}
+
+    def template(self, prefix: Prefix) -> Template:
+        """The template of ``prefix``, built on first use (its base first)."""
+        if prefix not in self.outcomes:
+            base = PREFIXES[prefix]
+            self.template(base)
+
+            def build(store: StreamStore) -> None:
+                self.outcomes[prefix] = self.outcomes[base] + run_on(store, prefix[len(base) :])
+
+            self.templates.template(_name(prefix), build, base=_name(base))
+        return self.templates.template(_name(prefix))
+
+    def run(self, steps: Sequence[Step]) -> list[Outcome]:
+        """The store's outcomes of ``steps``: its deepest shared prefix's, then the rest run on a copy."""
+        prefix = deepest_prefix(steps, PREFIXES)
+        store = self.templates.copy(self.template(prefix))
+        return self.outcomes[prefix] + run_on(store, steps[len(prefix) :])
+
+
+def _name(prefix: Prefix) -> str:
+    return f"parity {prefix!r}" if prefix else EMPTY
+
+
+@pytest.fixture(scope="module")
+def prefix_stores(templates: TemplateStores) -> PrefixStores:
+    return PrefixStores(templates)
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("name", EXACT_SCENARIOS)
-def test_store_replies_like_redis(name: str, redis: RespClient, store: StreamStore) -> None:
+def test_store_replies_like_redis(name: str, redis: RespClient, prefix_stores: PrefixStores) -> None:
     steps = SCENARIOS[name]
     expected = run_on(redis, steps)
-    actual = run_on(store, steps)
+    actual = prefix_stores.run(steps)
     actual = [_like_server(step, e, a) for step, e, a in zip(steps, expected, actual, strict=True)]
     assert_same_outcomes(steps, expected, actual, tolerance_ms=30_000)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -12,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore, batch_claim
 from tests.clock import ManualClock
+from tests.fixtures import TemplateStores
 
 pytestmark = pytest.mark.spark
 
@@ -21,19 +21,26 @@ HOUR = 3_600_000
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock(T0)
+    return ManualClock(T0 + HOUR)
+
+
+def _build_recovering(store: StreamStore) -> None:
+    """Streams orders-1, orders-2 and audit of 10 entries each (n = 0..9) at T0, all delivered at T0 to
+    consumer 'dead' of group g: three bulk commits."""
+    keys = ("orders-1", "orders-2", "audit")
+    frame = store.spark.range(0, 30, 1, 1).selectExpr(
+        "element_at(array('orders-1', 'orders-2', 'audit'), CAST(id DIV 10 + 1 AS INT)) AS key", "id % 10 AS n"
+    )
+    store.append_streams(frame, stream_column="key")
+    store.create_groups([(key, "g", "0") for key in keys])
+    store.deliver_many([(key, "g", "dead") for key in keys])
 
 
 @pytest.fixture
-def recovering_store(spark: SparkSession, make_store: Callable[..., StreamStore], clock: ManualClock) -> StreamStore:
-    """Two order streams and an audit stream, each with group g whose consumer 'dead' holds 10 entries."""
-    store = make_store(clock=clock)
-    for key in ("orders-1", "orders-2", "audit"):
-        store.append(key, spark.range(10).selectExpr("id AS n"))
-        store.execute("XGROUP", "CREATE", key, "g", "0")
-        store.deliver(key, "g", "dead")
-    clock.now += HOUR
-    return store
+def recovering_store(templates: TemplateStores, clock: ManualClock) -> StreamStore:
+    """A copy of the template: each stream's consumer 'dead' holds all 10 entries, idle an hour."""
+    template = templates.template("batch_claim recovering", _build_recovering, clock=ManualClock(T0))
+    return templates.copy(template, clock=clock)
 
 
 def test_claim_stale_claims_only_the_streams_the_pattern_names(

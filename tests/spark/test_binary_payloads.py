@@ -122,6 +122,7 @@ def test_append_sql_views_and_dead_letters_carry_the_bytes_unchanged(
         [(EVERY_BYTE, "text", 7), (b"", "\u00e9", None), (b"\x00\xff", "", 0)], "payload binary, label string, n int"
     )
     appended = raw_store.append("appended", frame)
+    assert appended.first_id is not None
     first = f"{appended.first_id.ms}-{appended.first_id.seq}"
     rows = raw_store.execute("XRANGE", "appended", "-", "+")
     assert [fields for _, fields in rows] == [

@@ -13,6 +13,7 @@ from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.schema import stream_partition
 from streamclaim_spark.snapshot import Need, id_in, stored_id
+from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
@@ -21,13 +22,16 @@ T0 = 1_700_000_000_000
 
 
 @pytest.fixture
-def delivered_store(spark: SparkSession, make_store: Callable[..., StreamStore]) -> StreamStore:
-    """Stream s with 10 entries T0-0..T0-9, all delivered to consumer c of group g."""
-    store = make_store(clock=lambda: T0)
-    store.append("s", spark.range(10).selectExpr("id AS n"))
+def delivered_store(templates: TemplateStores) -> StreamStore:
+    """A copy of: stream s with 10 entries T0-0..T0-9, all delivered to consumer c of group g."""
+    template = templates.template("bulk delivered", _build_delivered, clock=lambda: T0)
+    return templates.copy(template, clock=lambda: T0)
+
+
+def _build_delivered(store: StreamStore) -> None:
+    store.append("s", store.spark.range(10).selectExpr("id AS n"))
     store.execute("XGROUP", "CREATE", "s", "g", "0")
     store.deliver("s", "g", "c")
-    return store
 
 
 def test_acknowledge_removes_exactly_the_pending_ids_named_and_ignores_the_others(

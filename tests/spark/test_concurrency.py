@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +53,7 @@ class Outcome:
     version: int | None
 
 
-def race(store: StreamStore, commands: dict[str, Sequence[str]]) -> dict[str, Outcome]:
+def race(store: StreamStore, commands: Mapping[str, Sequence[str]]) -> dict[str, Outcome]:
     """Runs one command per thread, all released at once by a barrier; keyed by consumer name."""
     barrier = threading.Barrier(len(commands), timeout=120)
 
@@ -318,7 +318,7 @@ def test_claims_on_two_groups_of_one_stream_commit_concurrently_without_conflict
     # own, so neither claim saw a conflict: one attempt each, committed as the next two versions.
     assert bucket_of(group_partition("s", "g1")) != bucket_of(group_partition("s", "g2"))
     assert {c: o.attempts for c, o in outcomes.items()} == {"c1": 1, "c2": 1}
-    assert sorted(o.version for o in outcomes.values()) == [version_before + 1, version_before + 2]
+    assert sorted(o.version or 0 for o in outcomes.values()) == [version_before + 1, version_before + 2]
     assert [r.userMetadata.split(" ")[0] for r in history] == ["XAUTOCLAIM", "XAUTOCLAIM"]
     # Both MERGEs read the pre-race version: they really ran at the same time, and Delta committed the
     # second one on top of the first without a conflict.
@@ -376,7 +376,8 @@ class Worker:
         self.process.stdin.flush()
 
     def result(self) -> dict[str, Any]:
-        return json.loads(self.expect("result ", timeout=300).removeprefix("result "))
+        result: dict[str, Any] = json.loads(self.expect("result ", timeout=300).removeprefix("result "))
+        return result
 
     def tail(self) -> str:
         self._stderr.flush()

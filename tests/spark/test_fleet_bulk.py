@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.bulk import NewGroup
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
+from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
@@ -18,12 +19,16 @@ T0 = 1_700_000_000_000
 
 
 @pytest.fixture
-def fleet(spark: SparkSession, make_store: Callable[..., StreamStore]) -> StreamStore:
-    """Streams t0..t29 of 3 entries each (n = 0, 1, 2), appended in one commit at T0."""
-    store = make_store(clock=lambda: T0)
-    frame = spark.range(0, 90, 1, 3).selectExpr("concat('t', CAST(id % 30 AS STRING)) AS tenant", "id DIV 30 AS n")
+def fleet(templates: TemplateStores) -> StreamStore:
+    """A copy of: streams t0..t29 of 3 entries each (n = 0, 1, 2), appended in one commit at T0."""
+    return templates.copy(templates.template("fleet of 30", _build_fleet, clock=lambda: T0), clock=lambda: T0)
+
+
+def _build_fleet(store: StreamStore) -> None:
+    frame = store.spark.range(0, 90, 1, 3).selectExpr(
+        "concat('t', CAST(id % 30 AS STRING)) AS tenant", "id DIV 30 AS n"
+    )
     store.append_streams(frame, stream_column="tenant")
-    return store
 
 
 def test_append_streams_numbers_each_streams_rows_in_frame_order_in_one_commit(
@@ -68,7 +73,7 @@ def test_append_streams_refuses_a_frame_without_the_column_or_with_nameless_rows
 
 def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(fleet: StreamStore) -> None:
     before = current_version(fleet)
-    groups = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
+    groups: list[NewGroup | tuple[str, ...]] = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
     groups += [(f"t{n}", "audit", "0") for n in range(0, 28, 2)]
     groups += [NewGroup(f"new{n}", "billing", "$", mkstream=True) for n in range(20)]
 

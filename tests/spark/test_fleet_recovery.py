@@ -16,7 +16,6 @@ is computed here from the template's PEL, group by group, as the per-group rules
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,9 +35,11 @@ from streamclaim_spark.cli import EXIT_CONFIG, run_job
 from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
+from tests.clock import ManualClock
 from tests.conftest import TEST_SPARK_CONF
+from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
-from tests.spark.test_recovery import PENDING_SCHEMA, ManualClock, at, dead_letters, pending
+from tests.spark.test_recovery import PENDING_SCHEMA, at, dead_letters, pending
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -53,13 +54,13 @@ OPTIONS = RecoveryOptions(min_idle_ms=10 * MIN, live_window_ms=10 * MIN, max_del
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Builds the module's template store with bulk commits and returns its folder."""
-    path = tmp_path_factory.mktemp("fleet-recovery") / "template"
-    clock = ManualClock(T0)
-    store = StreamStore.open(str(path), spark=spark, clock=clock)
-    rows = spark.range(0, 160, 1, 1).selectExpr("format_string('s%02d', CAST(id DIV 8 AS INT)) AS s", "id % 8 AS n")
+def _build_fleet(store: StreamStore) -> None:
+    """The module's template store, with bulk commits (module docstring)."""
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    rows = store.spark.range(0, 160, 1, 1).selectExpr(
+        "format_string('s%02d', CAST(id DIV 8 AS INT)) AS s", "id % 8 AS n"
+    )
     assert store.append_streams(rows, stream_column="s").count == 160
     assert store.create_groups([(key, group, "0") for key in STREAMS for group in GROUPS]) == 60
     every = [(key, group) for key in STREAMS for group in GROUPS]
@@ -73,14 +74,13 @@ def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> P
     clock.now = T0 + 55 * MIN
     for consumer in ("live-x", "live-y"):
         assert sum(d.count for d in store.deliver_many([(k, g, consumer) for k, g in sorted(LIVE)], 1)) == 20
-    return path
 
 
 @pytest.fixture
-def fleet(spark: SparkSession, template: Path, tmp_path: Path) -> StreamStore:
-    path = tmp_path / "store"
-    shutil.copytree(template, path)
-    return StreamStore.open(str(path), spark=spark, clock=ManualClock(T_RUN))
+def fleet(templates: TemplateStores, tmp_path: Path) -> StreamStore:
+    """A private copy of the template store, its clock at T_RUN."""
+    template = templates.template("fleet recovery", _build_fleet, clock=ManualClock(T0))
+    return templates.copy(template, tmp_path / "store", clock=ManualClock(T_RUN))
 
 
 class Expected:

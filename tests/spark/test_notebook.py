@@ -35,7 +35,7 @@ def inject(notebook: Any, **parameters: object) -> None:
     """Adds a cell assigning ``parameters`` right after the cell tagged ``parameters`` (papermill's way)."""
     position = next(i for i, cell in enumerate(notebook.cells) if "parameters" in cell.metadata.get("tags", []))
     source = "\n".join(f"{name} = {value!r}" for name, value in parameters.items())
-    cell = nbformat.v4.new_code_cell(source)
+    cell = nbformat.v4.new_code_cell(source)  # type: ignore[no-untyped-call]
     cell.metadata["tags"] = ["injected-parameters"]
     notebook.cells.insert(position + 1, cell)
 
@@ -57,7 +57,7 @@ def test_the_notebook_runs_headless_and_draws_its_figures(spark: SparkSession, t
     clock.now = now - HOUR
     assert store.execute("XCLAIM", "orders", "billing", "carol", "0", ids[0], "JUSTID", "RETRYCOUNT", "3") == ids[:1]
     version = latest_version(store.session(), store.state_path)
-    notebook = nbformat.read(NOTEBOOK, as_version=4)
+    notebook = nbformat.read(NOTEBOOK, as_version=4)  # type: ignore[no-untyped-call]
     inject(notebook, STORE_PATH=store.path, MIN_IDLE_MS=30 * 60_000, DRY_RUN=True)
 
     NotebookClient(

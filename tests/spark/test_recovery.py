@@ -16,7 +16,6 @@ Runs happen at T_RUN = T0 + 60 min with min_idle 10 min: e6 and e7 are not stale
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -37,6 +36,7 @@ from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
 from streamclaim_spark.transaction import latest_version
 from tests.clock import ManualClock
+from tests.fixtures import TemplateStores
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -49,12 +49,11 @@ OPTIONS = RecoveryOptions(min_idle_ms=10 * MIN, live_window_ms=10 * MIN, max_del
 PENDING_SCHEMA = "stream string, group_name string, id string, owner string, delivery_time_ms long, delivery_count long"
 
 
-@pytest.fixture(scope="module")
-def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Builds the module's template store (11 commits) and returns its folder."""
-    path = tmp_path_factory.mktemp("recovery") / "template"
-    clock = ManualClock(T0)
-    store = StreamStore.open(str(path), spark=spark, clock=clock)
+def _build_recovery(store: StreamStore) -> None:
+    """The module's template store (11 commits; module docstring)."""
+    spark = store.spark
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
     assert str(store.append("orders", spark.range(8).select(F.col("id").alias("n"))).first_id) == ORDERS[0]
     clock.now = T0 + 1
     assert str(store.append("payments", spark.range(2).select(F.col("id").alias("n"))).first_id) == PAYMENTS[0]
@@ -70,15 +69,13 @@ def template(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> P
     clock.now = T0 + 55 * MIN
     assert store.deliver("orders", "billing", "carol", 1).count == 1
     assert store.deliver("orders", "billing", "erin", 1).count == 1
-    return path
 
 
 @pytest.fixture
-def store(spark: SparkSession, template: Path, tmp_path: Path) -> StreamStore:
+def store(templates: TemplateStores, tmp_path: Path) -> StreamStore:
     """A private copy of the template store, its clock at T_RUN."""
-    path = tmp_path / "store"
-    shutil.copytree(template, path)
-    return StreamStore.open(str(path), spark=spark, clock=ManualClock(T_RUN))
+    template = templates.template("recovery", _build_recovery, clock=ManualClock(T0))
+    return templates.copy(template, tmp_path / "store", clock=ManualClock(T_RUN))
 
 
 def pending(store: StreamStore, *extra: Column) -> DataFrame:
@@ -243,7 +240,7 @@ def test_a_run_log_made_before_writer_mode_existed_gains_the_column_on_the_next_
     spark: SparkSession, store: StreamStore
 ) -> None:
     old_schema = StructType([f for f in RECOVERY_RUNS_SCHEMA.fields if f.name != "writer_mode"])
-    old_row = ("run-0", at(T0), at(T0), "succeeded", None, 10 * MIN, "consumer", 10, 0, 0, 0, 0, [])
+    old_row: tuple[object, ...] = ("run-0", at(T0), at(T0), "succeeded", None, 10 * MIN, "consumer", 10, 0, 0, 0, 0, [])
     path = table_path(store.path, C.RECOVERY_RUNS_TABLE_DIR)
     spark.createDataFrame([old_row], old_schema).write.format("delta").save(path)
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -76,7 +77,7 @@ def test_local_toml_overrides_base_key_by_key_and_flags_override_both(conf_dir: 
         '[spark.conf]\n"spark.sql.adaptive.enabled" = false\n\n'
         '[jobs.recover_stale]\nmin_idle = "30s"\nassign = "live"\n'
     )
-    flags = {("jobs", "recover_stale", "assign"): ("consumer", "--assign")}
+    flags: dict[tuple[str, ...], tuple[Any, str]] = {("jobs", "recover_stale", "assign"): ("consumer", "--assign")}
 
     config = load_config(conf_dir, flags)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
+import boto3  # type: ignore[import-untyped]
 import pytest
 
 from tests.redis_server import free_port

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,20 +23,17 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.runner import Clock
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+from streamclaim_spark.store import wall_clock_ms
 
 
 class ContinuingClock:
     """A wall clock that reads ``start_ms`` at the moment it is made and runs on from there."""
 
     def __init__(self, start_ms: int) -> None:
-        self.offset = start_ms - wall_ms()
+        self.offset = start_ms - wall_clock_ms()
 
     def __call__(self) -> int:
-        return wall_ms() + self.offset
+        return wall_clock_ms() + self.offset
 
 
 @dataclass(frozen=True)

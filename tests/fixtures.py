@@ -9,15 +9,20 @@ Copies of a template built on the wall clock get a **continuing clock**: it star
 clock stood when the template was finished and then runs with the wall clock. To the copy, no time passed
 since the template's last command, so idle times and ages read exactly as if the steps had just run —
 which is what a parity scenario replaying the same steps on redis-server sees.
+
+Scripted tests (the parity scenarios, the Redis 8 examples) find the prefixes their scripts share with
+``shared_prefixes`` and start each script from the template of its ``deepest_prefix``.
 """
 
 from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -109,3 +114,44 @@ class TemplateStores:
 
 EMPTY = "empty"
 """The template of a new, empty store: every fresh store of the suite is a copy of it."""
+
+
+StepT = TypeVar("StepT", bound=Hashable)
+
+
+def shared_prefixes(
+    scripts: Mapping[str, Sequence[StepT]], templatable: Callable[[StepT], bool] = lambda step: True
+) -> dict[tuple[StepT, ...], tuple[StepT, ...]]:
+    """The prefixes of ``scripts`` worth building once as template stores, each mapped to the template it
+    is built on.
+
+    A prefix qualifies when at least two scripts start with it and it is where they part (or where one
+    ends): a run of steps that every script sharing it continues alike is folded into the deeper prefix.
+    Each template is built on the longest qualifying prefix of itself (``()``: an empty store), so every
+    shared step runs once. A prefix ends before the first step that is not ``templatable`` (a parity
+    scenario's pause, which times the run itself).
+    """
+    counts: Counter[tuple[StepT, ...]] = Counter()
+    for steps in scripts.values():
+        for end in range(1, len(steps) + 1):
+            if not templatable(steps[end - 1]):
+                break
+            counts[tuple(steps[:end])] += 1
+    children: dict[tuple[StepT, ...], list[tuple[StepT, ...]]] = {}
+    for prefix in counts:
+        children.setdefault(prefix[:-1], []).append(prefix)
+
+    def folded(prefix: tuple[StepT, ...]) -> bool:
+        """Every script through ``prefix`` takes the same next step: the deeper prefix serves them all."""
+        below = children.get(prefix, [])
+        return len(below) == 1 and counts[below[0]] == counts[prefix]
+
+    bases: dict[tuple[StepT, ...], tuple[StepT, ...]] = {}
+    for prefix in sorted((p for p, count in counts.items() if count >= 2 and not folded(p)), key=len):
+        bases[prefix] = max((p for p in bases if prefix[: len(p)] == p), key=len, default=())
+    return bases
+
+
+def deepest_prefix(steps: Sequence[StepT], prefixes: Mapping[tuple[StepT, ...], object]) -> tuple[StepT, ...]:
+    """The longest of ``prefixes`` that ``steps`` starts with (``()`` when none does)."""
+    return max((p for p in prefixes if tuple(steps[: len(p)]) == p), key=len, default=())

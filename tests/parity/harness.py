@@ -20,8 +20,7 @@ from __future__ import annotations
 import pprint
 import shlex
 import time
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
@@ -113,43 +112,6 @@ def run_on(target: Target, steps: Sequence[Step]) -> list[Outcome]:
             ) from exc
         outcomes.append(Outcome(reply, None, started, now()))
     return outcomes
-
-
-Prefix: TypeAlias = "tuple[Step, ...]"
-
-
-def shared_prefixes(scenarios: Mapping[str, Sequence[Step]]) -> dict[Prefix, Prefix]:
-    """The prefixes worth building once as template stores, each mapped to the template it is built on.
-
-    A prefix qualifies when at least two scenarios start with it and it is where they part (or where one
-    ends): a run of steps that every scenario sharing it continues alike is folded into the deeper prefix.
-    Each template is built on the longest qualifying prefix of itself (``()``: an empty store), so every
-    shared step runs once. ``Pause`` steps never enter a template (they time the run itself).
-    """
-    counts: Counter[Prefix] = Counter()
-    for steps in scenarios.values():
-        for end in range(1, len(steps) + 1):
-            if isinstance(steps[end - 1], Pause):
-                break
-            counts[tuple(steps[:end])] += 1
-    children: dict[Prefix, list[Prefix]] = {}
-    for prefix in counts:
-        children.setdefault(prefix[:-1], []).append(prefix)
-
-    def folded(prefix: Prefix) -> bool:
-        """Every scenario through ``prefix`` takes the same next step: the deeper prefix serves them all."""
-        below = children.get(prefix, [])
-        return len(below) == 1 and counts[below[0]] == counts[prefix]
-
-    bases: dict[Prefix, Prefix] = {}
-    for prefix in sorted((p for p, count in counts.items() if count >= 2 and not folded(p)), key=len):
-        bases[prefix] = max((p for p in bases if prefix[: len(p)] == p), key=len, default=())
-    return bases
-
-
-def deepest_prefix(steps: Sequence[Step], prefixes: Mapping[Prefix, Prefix]) -> Prefix:
-    """The longest of ``prefixes`` that ``steps`` starts with (``()`` when none does)."""
-    return max((p for p in prefixes if tuple(steps[: len(p)]) == p), key=len, default=())
 
 
 # -- comparison ----------------------------------------------------------------------------------------------

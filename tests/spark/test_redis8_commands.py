@@ -1,14 +1,17 @@
 """Redis 8's recovery commands against the reference's worked examples (reference/redis8-recovery-commands.md).
 
 No Redis 8 server installs here, so the expected replies are the reference's, which it took from Redis'
-own tests (T) or, where it says so, from the C source. Each scenario runs on a stream of its own in one
-shared store: ``{s}`` in a script is that stream's key, and ``["+ms", "N"]`` moves the store's clock
-N ms on, so every idle time in a reply is exact.
+own tests (T) or, where it says so, from the C source. ``{s}`` in a script is the stream's key, and
+``["+ms", "N"]`` moves the store's clock N ms on, so every idle time in a reply is exact. Each scenario
+runs on a store of its own on a clock of its own, copied from the template of the longest prefix it
+shares with another scenario (tests/fixtures.py); the template's replies to those steps are checked
+against the scenario's expectations like the rest.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from streamclaim_spark import RefPolicy, ReplyError, StreamStore, sql
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.recovery import recover_stale
 from tests.clock import ManualClock
+from tests.fixtures import EMPTY, Template, TemplateStores, deepest_prefix, shared_prefixes
 from tests.spark.pel import current_version
 
 Script = list[tuple[list[str], Any]]
@@ -28,8 +32,9 @@ CLOCK = ManualClock(T0)
 
 
 @pytest.fixture(scope="module")
-def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
-    return StreamStore.open(str(tmp_path_factory.mktemp("redis8") / "store"), spark=spark, clock=CLOCK)
+def store(templates: TemplateStores, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
+    """One store for the tests below the scenarios, each on keys of its own, on the module's clock."""
+    return templates.copy(EMPTY, tmp_path_factory.mktemp("redis8") / "store", clock=CLOCK)
 
 
 def run_script(store: StreamStore, key: str, script: Script) -> None:
@@ -38,7 +43,7 @@ def run_script(store: StreamStore, key: str, script: Script) -> None:
             CLOCK.now += int(argv[1])
             continue
         command = [token.format(s=key) for token in argv]
-        assert (command, store.execute(*command)) == (command, _with_key(expected, key))
+        assert (command, store.execute(*command)) == (command, _with_key(expected, key, CLOCK.now))
 
 
 class _Now:
@@ -49,13 +54,13 @@ class _Now:
 NOW = _Now()
 
 
-def _with_key(value: Any, key: str) -> Any:
+def _with_key(value: Any, key: str, now: int) -> Any:
     if value is NOW:
-        return CLOCK.now
+        return now
     if isinstance(value, str):
         return value.format(s=key)
     if isinstance(value, list):
-        return [_with_key(item, key) for item in value]
+        return [_with_key(item, key, now) for item in value]
     return value
 
 
@@ -321,9 +326,82 @@ SCENARIOS: dict[str, Script] = {
 }
 
 
+Argv = tuple[str, ...]
+SCENARIO_KEY = "s"
+
+
+def _argvs(script: Script) -> list[Argv]:
+    return [tuple(argv) for argv, _ in script]
+
+
+PREFIXES = shared_prefixes({name: _argvs(script) for name, script in SCENARIOS.items()})
+
+
+def _clock_after(steps: Sequence[Argv]) -> int:
+    """The scenario clock's reading after ``steps``: T0 plus every ``+ms`` among them."""
+    return T0 + sum(int(argv[1]) for argv in steps if argv[0] == "+ms")
+
+
+def _run_steps(store: StreamStore, clock: ManualClock, steps: Sequence[Argv]) -> list[Any]:
+    """The store's replies to ``steps`` (None for a clock move), moving ``clock`` as they say."""
+    replies: list[Any] = []
+    for argv in steps:
+        if argv[0] == "+ms":
+            clock.now += int(argv[1])
+            replies.append(None)
+            continue
+        replies.append(store.execute(*(token.format(s=SCENARIO_KEY) for token in argv)))
+    return replies
+
+
+class ScenarioStores:
+    """Template stores of the scenarios' shared prefixes, each with the store's replies to its steps."""
+
+    def __init__(self, templates: TemplateStores) -> None:
+        self.templates = templates
+        self.replies: dict[tuple[Argv, ...], list[Any]] = {(): []}
+
+    def template(self, prefix: tuple[Argv, ...]) -> Template:
+        """The template of ``prefix``, built on first use (its base first) on a clock of its own."""
+        if prefix not in self.replies:
+            base = PREFIXES[prefix]
+            self.template(base)
+            clock = ManualClock(_clock_after(base))
+
+            def build(store: StreamStore) -> None:
+                self.replies[prefix] = self.replies[base] + _run_steps(store, clock, prefix[len(base) :])
+
+            self.templates.template(_name(prefix), build, base=_name(base), clock=clock)
+        return self.templates.template(_name(prefix))
+
+    def run(self, steps: Sequence[Argv]) -> list[Any]:
+        """The store's replies to ``steps``: its deepest shared prefix's, then the rest run on a copy."""
+        prefix = deepest_prefix(steps, PREFIXES)
+        clock = ManualClock(_clock_after(prefix))
+        store = self.templates.copy(self.template(prefix), clock=clock)
+        return self.replies[prefix] + _run_steps(store, clock, steps[len(prefix) :])
+
+
+def _name(prefix: tuple[Argv, ...]) -> str:
+    return f"redis8 {prefix!r}" if prefix else EMPTY
+
+
+@pytest.fixture(scope="module")
+def scenario_stores(templates: TemplateStores) -> ScenarioStores:
+    return ScenarioStores(templates)
+
+
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_the_reference_examples_get_the_reference_replies(store: StreamStore, scenario: str) -> None:
-    run_script(store, scenario, SCENARIOS[scenario])
+def test_the_reference_examples_get_the_reference_replies(scenario_stores: ScenarioStores, scenario: str) -> None:
+    script = SCENARIOS[scenario]
+    replies = scenario_stores.run(_argvs(script))
+    now = T0
+    for (argv, expected), reply in zip(script, replies, strict=True):
+        if argv[0] == "+ms":
+            now += int(argv[1])
+            continue
+        command = [token.format(s=SCENARIO_KEY) for token in argv]
+        assert (command, reply) == (command, _with_key(expected, SCENARIO_KEY, now))
 
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"

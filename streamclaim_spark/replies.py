@@ -3,7 +3,8 @@
 Bulk replies are ``str``, status replies ``Status`` (a ``str`` that says it came as ``+OK``, not ``$2 OK``),
 integers ``int``, arrays ``list``, and both nil kinds ``None``. Entries' field names and values are the
 one kind of ``bytes`` in a reply: exactly as stored. ``decoded`` turns them into ``str``, as redis-py's
-``decode_responses=True`` does.
+``decode_responses=True`` does; ``encoded`` turns every other text into ``bytes``, as redis-py gives
+every bulk and status reply with ``decode_responses=False``. The server frames the reply as it is.
 """
 
 from __future__ import annotations
@@ -53,6 +54,17 @@ def decoded(reply: Any, entry_id: str | None = None) -> Any:
         # An entry: [id, [field, value, ...], ...]
         return [reply[0], [decoded(item, reply[0]) for item in reply[1]], *reply[2:]]
     return [decoded(item, entry_id) for item in reply]
+
+
+def encoded(reply: Any) -> Any:
+    """``reply`` with every text (IDs, names, status replies) as ``bytes`` and payloads unchanged: what
+    redis-py returns with ``decode_responses=False``. A name given as bytes that are not UTF-8 comes back
+    as those bytes (arguments are decoded with ``surrogateescape``, store.decode_argv)."""
+    if isinstance(reply, str):
+        return reply.encode("utf-8", "surrogateescape")
+    if isinstance(reply, list):
+        return [encoded(item) for item in reply]
+    return reply
 
 
 def _holds_payload(item: Any) -> bool:

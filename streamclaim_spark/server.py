@@ -491,9 +491,7 @@ class StreamClaimServer:
         if name in ("flushdb", "flushall") and not self.config.allow_flush:
             raise ReplyError(FLUSH_DISABLED.format(name=name.upper()))
         # Payloads go back on the wire exactly as stored, whatever the store's decode_responses.
-        return self.store.execute(
-            *raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock), decode_responses=False
-        )
+        return self.store.resp_reply(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
 
 
 def _peer_closed(sock: socket.socket) -> bool:

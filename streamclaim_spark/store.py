@@ -23,7 +23,7 @@ from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.object_store import WriterSafety
-from streamclaim_spark.replies import decoded
+from streamclaim_spark.replies import decoded, encoded
 from streamclaim_spark.runner import Clock, Runner
 from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.snapshot import Snapshot
@@ -239,14 +239,21 @@ class StreamStore:
 
         Arguments are ``str`` or ``bytes``; field names and values may be any bytes, every other argument
         must be UTF-8. Bulk replies come back as ``str``, status replies as ``replies.Status`` (a ``str``),
-        integers as ``int``, arrays as ``list``, nil as None; entries' field names and values as ``str``, or
-        as ``bytes`` when ``decode_responses`` (default: the store's) is False. A Redis error raises
+        integers as ``int``, arrays as ``list``, nil as None; entries' field names and values as ``str``.
+        When ``decode_responses`` (default: the store's) is False, every bulk and status reply is ``bytes``
+        instead (IDs, names, field names and values, ``OK``), as redis-py gives them. A Redis error raises
         ``ReplyError`` whose ``str()`` is the full error line. ``cancelled``, polled while a BLOCK read
         waits, ends the wait with a nil reply.
         """
-        reply = dispatch(self.runner, decode_argv(argv), cancelled)
+        reply = self.resp_reply(*argv, cancelled=cancelled)
         decode = self.decode_responses if decode_responses is None else decode_responses
-        return decoded(reply) if decode else reply
+        return decoded(reply) if decode else encoded(reply)
+
+    def resp_reply(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
+        """Runs one Redis command like ``execute`` and returns its reply typed as RESP frames it: bulk
+        replies ``str``, status replies ``replies.Status``, payloads ``bytes`` exactly as stored. The server
+        writes this to the wire; ``execute`` turns it into what redis-py returns."""
+        return dispatch(self.runner, decode_argv(argv), cancelled)
 
 
 def decode_argv(argv: Sequence[str | bytes]) -> list[str]:

@@ -153,7 +153,7 @@ class _AsRespClientSees:
         self.store = store
 
     def execute(self, *argv: str | bytes) -> object:
-        return self._shaped(self.store.execute(*argv, decode_responses=False))
+        return self._shaped(self.store.resp_reply(*argv))
 
     def _shaped(self, reply: Any) -> Any:
         if isinstance(reply, list):

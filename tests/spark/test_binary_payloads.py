@@ -53,33 +53,35 @@ def clock() -> ManualClock:
 
 @pytest.fixture(scope="module")
 def raw_store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory, clock: ManualClock) -> StreamStore:
-    """A store whose ``execute`` returns payloads as bytes, shared by this module's tests."""
+    """A store whose ``execute`` returns bytes replies, shared by this module's tests."""
     path = str(tmp_path_factory.mktemp("binary") / "store")
     return StreamStore.open(path, spark=spark, clock=clock, decode_responses=False)
 
 
 def entry(entry_id: str) -> list[object]:
-    return [entry_id, PAYLOAD]
+    return [entry_id.encode(), PAYLOAD]
 
 
 def test_every_byte_comes_back_unchanged_through_xrange_xreadgroup_xclaim_and_xautoclaim(
     raw_store: StreamStore, clock: ManualClock
 ) -> None:
+    # With decode_responses=False every bulk and status reply is bytes, as redis-py gives them.
     run = raw_store.execute
-    assert run("XADD", "bin", "1-1", *PAYLOAD) == "1-1"
-    assert run("XADD", "bin", "1-2", "text", "plain") == "1-2"
-    assert run("XGROUP", "CREATE", "bin", "g", "0") == "OK"
+    assert run("XADD", "bin", "1-1", *PAYLOAD) == b"1-1"
+    assert run("XADD", "bin", "1-2", "text", "plain") == b"1-2"
+    assert run("XGROUP", "CREATE", "bin", "g", "0") == b"OK"
 
-    assert run("XRANGE", "bin", "-", "+") == [entry("1-1"), ["1-2", [b"text", b"plain"]]]
-    assert run("XREVRANGE", "bin", "+", "-", "COUNT", "1") == [["1-2", [b"text", b"plain"]]]
-    assert run("XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "bin", ">") == [["bin", [entry("1-1")]]]
-    assert run("XREAD", "STREAMS", "bin", "1-1") == [["bin", [["1-2", [b"text", b"plain"]]]]]
+    last = [b"1-2", [b"text", b"plain"]]
+    assert run("XRANGE", "bin", "-", "+") == [entry("1-1"), last]
+    assert run("XREVRANGE", "bin", "+", "-", "COUNT", "1") == [last]
+    assert run("XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "bin", ">") == [[b"bin", [entry("1-1")]]]
+    assert run("XREAD", "STREAMS", "bin", "1-1") == [[b"bin", [last]]]
     clock.now += 1_000
     assert run("XCLAIM", "bin", "g", "bob", "500", "1-1") == [entry("1-1")]
     clock.now += 1_000
-    assert run("XAUTOCLAIM", "bin", "g", "carol", "500", "0") == ["0-0", [entry("1-1")], []]
-    last = ["1-2", [b"text", b"plain"]]
-    assert run("XINFO", "STREAM", "bin")[-4:] == ["first-entry", entry("1-1"), "last-entry", last]
+    assert run("XAUTOCLAIM", "bin", "g", "carol", "500", "0") == [b"0-0", [entry("1-1")], []]
+    assert run("XPENDING", "bin", "g") == [1, b"1-1", b"1-1", [[b"carol", b"1"]]]
+    assert run("XINFO", "STREAM", "bin")[-4:] == [b"first-entry", entry("1-1"), b"last-entry", last]
     # The store's default applies unless execute says otherwise; the UTF-8 entry decodes.
     assert run("XRANGE", "bin", "1-2", "1-2", decode_responses=True) == [["1-2", ["text", "plain"]]]
 
@@ -130,10 +132,10 @@ def test_append_sql_views_and_dead_letters_carry_the_bytes_unchanged(
         [b"payload", b"", b"label", "\u00e9".encode(), b"n", b""],
         [b"payload", b"\x00\xff", b"label", b"", b"n", b"0"],
     ]
-    assert rows[0][0] == first
+    assert rows[0][0] == first.encode()
 
     # Dead letters: an entry delivered twice is poison for max_deliveries=1, copied with its bytes.
-    assert raw_store.execute("XGROUP", "CREATE", "appended", "g", "0") == "OK"
+    assert raw_store.execute("XGROUP", "CREATE", "appended", "g", "0") == b"OK"
     raw_store.execute("XREADGROUP", "GROUP", "g", "a", "COUNT", "1", "STREAMS", "appended", ">")
     raw_store.execute("XCLAIM", "appended", "g", "b", "0", first)
     clock.now += 60_000
@@ -189,4 +191,4 @@ def test_a_store_from_before_binary_payloads_is_refused_until_upgrade_layout_rew
     upgraded = StreamStore.open(store_path, spark=spark)
     assert upgraded.execute("XRANGE", "s", "-", "+") == [["1-1", ["f", "caf\u00e9"]]]
     assert upgraded.execute("XADD", "s", "1-2", b"\xff", b"\x00") == "1-2"
-    assert upgraded.execute("XRANGE", "s", "1-2", "+", decode_responses=False) == [["1-2", [b"\xff", b"\x00"]]]
+    assert upgraded.execute("XRANGE", "s", "1-2", "+", decode_responses=False) == [[b"1-2", [b"\xff", b"\x00"]]]

@@ -7,7 +7,7 @@ import pytest
 from streamclaim_spark.commands.args import payload_bytes, require_text
 from streamclaim_spark.commands.streams import parse_xadd
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.replies import PayloadNotTextError, decoded
+from streamclaim_spark.replies import OK, PayloadNotTextError, decoded, encoded
 from streamclaim_spark.store import decode_argv
 
 EVERY_BYTE = bytes(range(256))
@@ -54,3 +54,16 @@ def test_a_payload_that_is_not_utf8_raises_naming_its_entry_and_showing_its_firs
         + "\\xff" * 16
         + "'...); open the store with decode_responses=False, or pass it to execute, to get bytes replies"
     )
+
+
+def test_bytes_replies_hold_every_text_as_utf8_bytes_and_leave_payloads_numbers_and_nils_alone() -> None:
+    reply = ["0-0", [["1-1", [EVERY_BYTE, b""]], ["1-2", None]], ["9-9"], 3, None, OK, "caf\u00e9"]
+    assert encoded(reply) == [
+        b"0-0",
+        [[b"1-1", [EVERY_BYTE, b""]], [b"1-2", None]],
+        [b"9-9"],
+        3,
+        None,
+        b"OK",
+        "caf\u00e9".encode(),
+    ]

@@ -34,6 +34,10 @@ DEFAULT_CONF: Mapping[str, str] = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.databricks.delta.delta.log.cacheSize": "16",
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "4",
+    # Spark keeps 100 compiled query classes by default; one command's queries (Delta's file skipping,
+    # the MERGE's joins, the log replay) need more, so every command recompiled ~19 of them (~1.7 s of
+    # Janino per 8 commands). Static: it sizes a JVM-wide cache when the first session starts.
+    "spark.sql.codegen.cache.maxEntries": "1000",
     # Claims rely on MERGE writing deletion vectors rather than copying whole files.
     "spark.databricks.delta.merge.deletionVectors.persistent": "true",
 }

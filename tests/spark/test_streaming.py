@@ -136,7 +136,7 @@ def test_two_queries_with_different_consumers_of_one_group_split_the_entries_of_
         threading.Thread(
             target=run_available_now,
             args=(
-                group_stream(store, consumer, stream=None, streams="orders,audit-*", maxEntriesPerTrigger=500),
+                group_stream(store, consumer, stream=None, streams="orders,audit-*", maxEntriesPerTrigger=1000),
                 sink,
                 tmp_path / consumer,
             ),
@@ -150,7 +150,7 @@ def test_two_queries_with_different_consumers_of_one_group_split_the_entries_of_
     a, b = ({(s, i) for rows in sink.rows.values() for s, i, _ in rows} for sink in sinks.values())
     assert not a & b  # no entry delivered to both
     assert a | b == entries and sum(len(sink.ids()) for sink in sinks.values()) == 3000
-    assert max(len(rows) for sink in sinks.values() for rows in sink.rows.values()) <= 500
+    assert max(len(rows) for sink in sinks.values() for rows in sink.rows.values()) <= 1000
     for stream in ("orders", "audit-1"):
         assert store.execute("XPENDING", stream, "billing") == EMPTY_PEL
 

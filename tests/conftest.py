@@ -20,14 +20,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.session import build_session
-from tests.fixtures import EMPTY, TemplateStores
-
-TEST_SPARK_CONF = {
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.sql.session.timeZone": "UTC",
-    "spark.ui.enabled": "false",
-}
+from tests.fixtures import EMPTY, TEST_SPARK_CONF, TemplateStores
 
 
 @pytest.fixture(scope="session")

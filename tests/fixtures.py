@@ -30,6 +30,19 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.runner import Clock
 from streamclaim_spark.store import wall_clock_ms
 
+# The test sessions' settings, in this process and in the Spark drivers tests start as children.
+TEST_SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    # Test tables hold a few rows and each query runs once with its own literals, so generating and
+    # compiling code costs more than it saves: interpreted, a command script runs ~12% faster
+    # (docs/TESTING.md). The product keeps code generation: on a 200k-entry PEL it is twice as fast.
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+
 
 class ContinuingClock:
     """A wall clock that reads ``start_ms`` at the moment it is made and runs on from there."""

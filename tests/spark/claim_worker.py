@@ -56,8 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from streamclaim_spark import StreamStore
     from streamclaim_spark.session import build_session
+    from tests.fixtures import TEST_SPARK_CONF
 
-    spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}")
+    spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}", conf=TEST_SPARK_CONF)
     store = StreamStore.open(args.path, spark=spark, clock=lambda: args.clock)
     _announce_merges()
     _say("ready")

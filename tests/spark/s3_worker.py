@@ -59,8 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streamclaim_spark.object_store import UnsafeObjectStoreError
     from streamclaim_spark.recovery import recover_stale
     from streamclaim_spark.session import build_session
+    from tests.fixtures import TEST_SPARK_CONF
 
-    spark = build_session(master="local[2]", app_name="s3-worker", conf=s3a_settings(args.endpoint))
+    spark = build_session(
+        master="local[2]", app_name="s3-worker", conf={**TEST_SPARK_CONF, **s3a_settings(args.endpoint)}
+    )
     result: dict[str, Any] = {}
     try:
         StreamStore.open(args.refused_path, spark=spark)

@@ -31,8 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from streamclaim_spark.session import build_session
     from streamclaim_spark.streaming import register
+    from tests.fixtures import TEST_SPARK_CONF
 
-    spark = build_session(master="local[1]", app_name="stream-worker", conf={"spark.sql.shuffle.partitions": "1"})
+    spark = build_session(
+        master="local[1]", app_name="stream-worker", conf={**TEST_SPARK_CONF, "spark.sql.shuffle.partitions": "1"}
+    )
     register(spark)
 
     def process(frame: Any, batch_id: int) -> None:

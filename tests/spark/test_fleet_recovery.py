@@ -36,8 +36,7 @@ from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, St
 from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
 from tests.clock import ManualClock
-from tests.conftest import TEST_SPARK_CONF
-from tests.fixtures import TemplateStores
+from tests.fixtures import TEST_SPARK_CONF, TemplateStores
 from tests.spark.pel import current_version
 from tests.spark.test_recovery import PENDING_SCHEMA, at, dead_letters, pending
 

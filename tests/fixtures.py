@@ -16,13 +16,14 @@ Scripted tests (the parity scenarios, the Redis 8 examples) find the prefixes th
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from pyspark.sql import SparkSession
 
@@ -42,6 +43,28 @@ TEST_SPARK_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+
+
+@contextlib.contextmanager
+def generated_code(spark: SparkSession) -> Iterator[None]:
+    """Runs the block with Spark's default code generation in a session built from ``TEST_SPARK_CONF``.
+
+    Interpreted, Spark 4.2 cannot decode its own catalog rows: ``spark.catalog.listTables`` fails with
+    ``EXPRESSION_DECODING_FAILED ... newInstance(class org.apache.spark.sql.catalog.Table)``.
+    """
+    # Spark's own defaults, set explicitly: unset would fall back to the values the session was built with.
+    # Spark reads them from the thread's active session, which may be a store's child session.
+    defaults = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    sessions = {id(s): s for s in (spark, SparkSession.getActiveSession()) if s is not None}.values()
+    for session in sessions:
+        for name, value in defaults.items():
+            session.conf.set(name, value)
+    try:
+        yield
+    finally:
+        for session in sessions:
+            for name in defaults:
+                session.conf.set(name, TEST_SPARK_CONF[name])
 
 
 class ContinuingClock:
@@ -168,3 +191,62 @@ def shared_prefixes(
 def deepest_prefix(steps: Sequence[StepT], prefixes: Mapping[tuple[StepT, ...], object]) -> tuple[StepT, ...]:
     """The longest of ``prefixes`` that ``steps`` starts with (``()`` when none does)."""
     return max((p for p in prefixes if tuple(steps[: len(p)]) == p), key=len, default=())
+
+
+ResultT = TypeVar("ResultT")
+RunSteps = Callable[[StreamStore, "Clock | None", Sequence[StepT]], list[ResultT]]
+
+
+class PrefixTemplates(Generic[StepT, ResultT]):
+    """Template stores of scripts' shared prefixes (``shared_prefixes``), each with its steps' results.
+
+    ``run(steps)`` gives one result per step: the recorded results of the deepest shared prefix, then
+    the rest of the steps run on a private copy of that prefix's template.
+
+    Args:
+        templates: The run's ``TemplateStores``.
+        prefixes: ``shared_prefixes`` of the scripts: each prefix mapped to the one it is built on.
+        label: Names the templates (``"<label> <prefix>"``).
+        run_steps: Runs steps on a store whose clock is the given one (None: the store's own) and returns
+            one result per step.
+        clock_after: The hand-moved clock on which the state after a prefix stands, for scripts that move
+            a clock themselves; None builds templates on the wall clock and copies continue from it.
+    """
+
+    def __init__(
+        self,
+        templates: TemplateStores,
+        prefixes: Mapping[tuple[StepT, ...], tuple[StepT, ...]],
+        label: str,
+        run_steps: RunSteps[StepT, ResultT],
+        clock_after: Callable[[tuple[StepT, ...]], Clock] | None = None,
+    ) -> None:
+        self.templates = templates
+        self.prefixes = prefixes
+        self.label = label
+        self.run_steps = run_steps
+        self.clock_after = clock_after
+        self.results: dict[tuple[StepT, ...], list[ResultT]] = {(): []}
+
+    def template(self, prefix: tuple[StepT, ...]) -> Template:
+        """The template of ``prefix``, built on first use (its base first)."""
+        if prefix not in self.results:
+            base = self.prefixes[prefix]
+            self.template(base)
+            clock = self.clock_after(base) if self.clock_after else None
+
+            def build(store: StreamStore) -> None:
+                self.results[prefix] = self.results[base] + self.run_steps(store, clock, prefix[len(base) :])
+
+            self.templates.template(self._name(prefix), build, base=self._name(base), clock=clock)
+        return self.templates.template(self._name(prefix))
+
+    def run(self, steps: Sequence[StepT]) -> list[ResultT]:
+        """The results of ``steps``: the deepest shared prefix's, then the rest run on a copy of its template."""
+        prefix = deepest_prefix(steps, self.prefixes)
+        clock = self.clock_after(prefix) if self.clock_after else None
+        store = self.templates.copy(self.template(prefix), clock=clock)
+        return self.results[prefix] + self.run_steps(store, clock, steps[len(prefix) :])
+
+    def _name(self, prefix: tuple[StepT, ...]) -> str:
+        return f"{self.label} {prefix!r}" if prefix else EMPTY

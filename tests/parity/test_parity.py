@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streamclaim_spark import StreamStore
-from tests.fixtures import EMPTY, Template, TemplateStores, deepest_prefix, shared_prefixes
+from tests.fixtures import PrefixTemplates, TemplateStores, shared_prefixes
 from tests.parity.harness import Outcome, Pause, Step, assert_same_outcomes, run_on
 from tests.parity.scenarios import SCENARIOS
 from tests.resp import RespClient
@@ -83,44 +83,18 @@ def _templatable(step: Step) -> bool:
 PREFIXES: dict[Prefix, Prefix] = shared_prefixes(SCENARIOS, templatable=_templatable)
 
 
-class PrefixStores:
-    """Template stores of the scenarios' shared prefixes, each with the store's outcomes of its steps."""
-
-    def __init__(self, templates: TemplateStores) -> None:
-        self.templates = templates
-        self.outcomes: dict[Prefix, list[Outcome]] = {(): []}
-
-    def template(self, prefix: Prefix) -> Template:
-        """The template of ``prefix``, built on first use (its base first)."""
-        if prefix not in self.outcomes:
-            base = PREFIXES[prefix]
-            self.template(base)
-
-            def build(store: StreamStore) -> None:
-                self.outcomes[prefix] = self.outcomes[base] + run_on(store, prefix[len(base) :])
-
-            self.templates.template(_name(prefix), build, base=_name(base))
-        return self.templates.template(_name(prefix))
-
-    def run(self, steps: Sequence[Step]) -> list[Outcome]:
-        """The store's outcomes of ``steps``: its deepest shared prefix's, then the rest run on a copy."""
-        prefix = deepest_prefix(steps, PREFIXES)
-        store = self.templates.copy(self.template(prefix))
-        return self.outcomes[prefix] + run_on(store, steps[len(prefix) :])
-
-
-def _name(prefix: Prefix) -> str:
-    return f"parity {prefix!r}" if prefix else EMPTY
+def _run_on_store(store: StreamStore, _: object, steps: Sequence[Step]) -> list[Outcome]:
+    return run_on(store, steps)
 
 
 @pytest.fixture(scope="module")
-def prefix_stores(templates: TemplateStores) -> PrefixStores:
-    return PrefixStores(templates)
+def prefix_stores(templates: TemplateStores) -> PrefixTemplates[Step, Outcome]:
+    return PrefixTemplates(templates, PREFIXES, "parity", _run_on_store)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("name", EXACT_SCENARIOS)
-def test_store_replies_like_redis(name: str, redis: RespClient, prefix_stores: PrefixStores) -> None:
+def test_store_replies_like_redis(name: str, redis: RespClient, prefix_stores: PrefixTemplates[Step, Outcome]) -> None:
     steps = SCENARIOS[name]
     expected = run_on(redis, steps)
     actual = prefix_stores.run(steps)

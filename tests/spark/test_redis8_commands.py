@@ -20,8 +20,9 @@ from pyspark.sql import SparkSession
 from streamclaim_spark import RefPolicy, ReplyError, StreamStore, sql
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.recovery import recover_stale
+from streamclaim_spark.runner import Clock
 from tests.clock import ManualClock
-from tests.fixtures import EMPTY, Template, TemplateStores, deepest_prefix, shared_prefixes
+from tests.fixtures import EMPTY, PrefixTemplates, TemplateStores, shared_prefixes
 from tests.spark.pel import current_version
 
 Script = list[tuple[list[str], Any]]
@@ -342,8 +343,9 @@ def _clock_after(steps: Sequence[Argv]) -> int:
     return T0 + sum(int(argv[1]) for argv in steps if argv[0] == "+ms")
 
 
-def _run_steps(store: StreamStore, clock: ManualClock, steps: Sequence[Argv]) -> list[Any]:
+def _run_steps(store: StreamStore, clock: Clock | None, steps: Sequence[Argv]) -> list[Any]:
     """The store's replies to ``steps`` (None for a clock move), moving ``clock`` as they say."""
+    assert isinstance(clock, ManualClock), "the scenarios run on hand-moved clocks"
     replies: list[Any] = []
     for argv in steps:
         if argv[0] == "+ms":
@@ -354,45 +356,18 @@ def _run_steps(store: StreamStore, clock: ManualClock, steps: Sequence[Argv]) ->
     return replies
 
 
-class ScenarioStores:
-    """Template stores of the scenarios' shared prefixes, each with the store's replies to its steps."""
-
-    def __init__(self, templates: TemplateStores) -> None:
-        self.templates = templates
-        self.replies: dict[tuple[Argv, ...], list[Any]] = {(): []}
-
-    def template(self, prefix: tuple[Argv, ...]) -> Template:
-        """The template of ``prefix``, built on first use (its base first) on a clock of its own."""
-        if prefix not in self.replies:
-            base = PREFIXES[prefix]
-            self.template(base)
-            clock = ManualClock(_clock_after(base))
-
-            def build(store: StreamStore) -> None:
-                self.replies[prefix] = self.replies[base] + _run_steps(store, clock, prefix[len(base) :])
-
-            self.templates.template(_name(prefix), build, base=_name(base), clock=clock)
-        return self.templates.template(_name(prefix))
-
-    def run(self, steps: Sequence[Argv]) -> list[Any]:
-        """The store's replies to ``steps``: its deepest shared prefix's, then the rest run on a copy."""
-        prefix = deepest_prefix(steps, PREFIXES)
-        clock = ManualClock(_clock_after(prefix))
-        store = self.templates.copy(self.template(prefix), clock=clock)
-        return self.replies[prefix] + _run_steps(store, clock, steps[len(prefix) :])
-
-
-def _name(prefix: tuple[Argv, ...]) -> str:
-    return f"redis8 {prefix!r}" if prefix else EMPTY
-
-
 @pytest.fixture(scope="module")
-def scenario_stores(templates: TemplateStores) -> ScenarioStores:
-    return ScenarioStores(templates)
+def scenario_stores(templates: TemplateStores) -> PrefixTemplates[Argv, Any]:
+    """Each scenario runs on a copy of its deepest shared prefix's template, on a clock of its own."""
+    return PrefixTemplates(
+        templates, PREFIXES, "redis8", _run_steps, clock_after=lambda p: ManualClock(_clock_after(p))
+    )
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_the_reference_examples_get_the_reference_replies(scenario_stores: ScenarioStores, scenario: str) -> None:
+def test_the_reference_examples_get_the_reference_replies(
+    scenario_stores: PrefixTemplates[Argv, Any], scenario: str
+) -> None:
     script = SCENARIOS[scenario]
     replies = scenario_stores.run(_argvs(script))
     now = T0

@@ -17,7 +17,6 @@ Time-dependent results are checked against the wall time measured before and aft
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,7 +32,9 @@ from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.ids import to_stored
 from streamclaim_spark.recovery import recover_stale
 from streamclaim_spark.snapshot import id_text
+from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
+from tests.fixtures import generated_code
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -42,10 +43,6 @@ MIN = 60_000
 HOUR = 60 * MIN
 DAY = 24 * HOUR
 _QUERY = re.compile(r"<!-- query: (\w+) -->\s*```sql\n(.*?)```", re.DOTALL)
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Times:
@@ -59,7 +56,7 @@ class Times:
 
 @pytest.fixture(scope="module")
 def times() -> Times:
-    return Times(wall_ms())
+    return Times(wall_clock_ms())
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +97,9 @@ def doc_queries() -> dict[str, str]:
 
 def timed(spark: SparkSession, query: str) -> tuple[list[Row], int, int]:
     """The query's rows and the wall-clock window its ``current_timestamp()`` fell in."""
-    before = wall_ms()
+    before = wall_clock_ms()
     rows = spark.sql(query).collect()
-    return rows, before, wall_ms()
+    return rows, before, wall_clock_ms()
 
 
 def within(value: float, low: float, high: float) -> bool:
@@ -114,7 +111,8 @@ def day(ms: int) -> Any:
 
 
 def test_register_puts_every_view_in_the_streamclaim_database(spark: SparkSession, store: StreamStore) -> None:
-    tables = spark.catalog.listTables("streamclaim")
+    with generated_code(spark):
+        tables = spark.catalog.listTables("streamclaim")
 
     assert {table.name for table in tables} == set(sql.VIEWS)
     assert {table.tableType for table in tables} == {"VIEW"}

@@ -8,6 +8,8 @@ Run: ``.venv/bin/python -m bench.jobs``. Latencies are ``bench.side_by_side``'s 
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -51,6 +53,21 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# A batch of 100 commands on one stream and group (issue 27): 20 rounds of a client's XADD, XREADGROUP,
+# XACK, XCLAIM and XPENDING, run as one pipeline. Budget: 3x the jobs of one XCLAIM, one commit.
+BATCH_OF_100: tuple[tuple[str, ...], ...] = tuple(
+    command
+    for n in range(20)
+    for command in (
+        ("XADD", "s", "*", "f", "v"),
+        ("XREADGROUP", "GROUP", "g2", "c", "COUNT", "1", "STREAMS", "s", ">"),
+        ("XACK", "s", "g", entry(200 + n)),
+        ("XCLAIM", "s", "g", "alive", "60000", entry(300 + n)),
+        ("XPENDING", "s", "g"),
+    )
+)
+
+
 def build(spark: SparkSession, path: str) -> StreamStore:
     """Stream s of 500 entries T0-0..T0-499 delivered to consumer dead of group g; group g2 undelivered."""
     now = [T0]
@@ -77,6 +94,22 @@ def jobs_of(spark: SparkSession, store: StreamStore, *argv: str) -> tuple[int, o
     return counted.jobs, reply
 
 
+def jobs_of_batch(
+    spark: SparkSession, store: StreamStore, commands: Sequence[Sequence[str]]
+) -> tuple[int, int, list[Any]]:
+    """The Spark jobs and commits of ``commands`` run as one pipeline (on an unread version), and the replies."""
+    while (_version(store) + 2) % CHECKPOINT_INTERVAL in (0, 1):
+        store.execute("XADD", "other", "*", "n", "1")
+    store.execute("XADD", "other", "*", "n", "1")
+    before = _version(store)
+    pipe = store.pipeline()
+    for command in commands:
+        pipe.execute_command(*command)
+    with count_jobs(spark.sparkContext) as counted:
+        replies = pipe.execute(raise_on_error=False)
+    return counted.jobs, _version(store) - before, replies
+
+
 def main() -> None:
     spark = build_session(conf={"spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
@@ -86,6 +119,8 @@ def main() -> None:
     for name, command in COMMANDS:
         jobs, _ = jobs_of(spark, store, *command)
         print(f"| {name} | {jobs} |", flush=True)
+    jobs, commits, _ = jobs_of_batch(spark, store, BATCH_OF_100)
+    print(f"| pipeline of 100 (20 x XADD, XREADGROUP, XACK, XCLAIM, XPENDING), {commits} commit | {jobs} |")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from ``model``; ``frame()`` gives the pinned table as a DataFrame for bulk work.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,9 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import STORED_OFFSET, StreamId, from_stored, to_stored
 from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry, StreamMeta
 from streamclaim_spark.schema import COLUMN_NAMES, group_partition, in_partitions, stream_partition
+
+# A state-table row: as Spark collects it, or as a dict (model's row builders, a batch's rows in memory).
+StateRow = Row | Mapping[str, Any]
 
 
 def _id_columns(table: str) -> tuple[Column, Column]:
@@ -72,17 +75,17 @@ def id_text(ms: str, seq: str) -> Column:
     return F.concat(as_text[0], F.lit("-"), as_text[1])
 
 
-def stored_id(row: Row | dict[str, Any], ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
+def stored_id(row: StateRow, ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
     return StreamId(from_stored(row[ms]), from_stored(row[seq]))
 
 
-def entry_from_row(row: Row) -> Entry:
+def entry_from_row(row: StateRow) -> Entry:
     # bytes(): a BINARY value is bytes by default, but bytearray when a session turns off
     # spark.sql.execution.pyspark.binaryAsBytes; entries are immutable either way.
     return Entry(stored_id(row), tuple((bytes(pair["field"]), bytes(pair["value"])) for pair in row[C.FIELDS]))
 
 
-def pending_from_row(row: Row) -> PendingEntry:
+def pending_from_row(row: StateRow) -> PendingEntry:
     return PendingEntry(stored_id(row), row[C.OWNER], row[C.DELIVERY_TIME_MS], row[C.DELIVERY_COUNT])
 
 
@@ -155,11 +158,11 @@ class Snapshot:
         self._scans: dict[_ScanKey, list[Row]] = {}
 
     def frame(self) -> DataFrame:
-        """The whole table at this version."""
+        """The whole table at this version; every query of the snapshot starts from it."""
         return self._table
 
     def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
-        return self._table.where(in_partitions(partition_id) & (F.col(C.ROW_KIND) == kind))
+        return self.frame().where(in_partitions(partition_id) & (F.col(C.ROW_KIND) == kind))
 
     # --- one query for all of a command's reads ---------------------------------------------------
 
@@ -238,7 +241,7 @@ class Snapshot:
         if not wanted:
             return None
         keys = sorted({need.key for need in needs})
-        frame = self._table.where(in_partitions(partitions) & F.col(C.STREAM).isin(keys) & _any(wanted))
+        frame = self.frame().where(in_partitions(partitions) & F.col(C.STREAM).isin(keys) & _any(wanted))
         if scan is not None:
             (_, _, _, range_scan), in_range = scan
             ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]
@@ -285,7 +288,7 @@ class Snapshot:
                 for entry_id in need.pending_ids:
                     known.setdefault(entry_id, None)
 
-    def _remember_head(self, row: Row) -> None:
+    def _remember_head(self, row: StateRow) -> None:
         key = row[C.STREAM]
         if row[C.ROW_KIND] == C.KIND_STREAM:
             self._streams[key] = StreamMeta(
@@ -331,7 +334,7 @@ class Snapshot:
 
     def all_streams(self) -> list[StreamMeta]:
         """Every stream head, with every group head remembered too: one query however many there are."""
-        for row in self._table.where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).collect():
+        for row in self.frame().where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).collect():
             self._remember_head(row)
         streams = [meta for meta in self._streams.values() if meta is not None]
         for meta in streams:
@@ -490,7 +493,8 @@ class Snapshot:
         if heads:
             wanted = wanted | _kind_in(stream_part, C.KIND_STREAM) | _kind_in(group_part, C.KIND_GROUP)
         rows = (
-            self._table.where(in_partitions([stream_part, group_part]) & (F.col(C.STREAM) == key) & wanted)
+            self.frame()
+            .where(in_partitions([stream_part, group_part]) & (F.col(C.STREAM) == key) & wanted)
             .groupBy(C.ROW_KIND, C.OWNER)
             .agg(
                 F.count(F.lit(1)).alias("n"),
@@ -525,7 +529,8 @@ class Snapshot:
             return {}
         partitions = [group_partition(key, g) for g in groups]
         rows = (
-            self._table.where(in_partitions(partitions) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING))
+            self.frame()
+            .where(in_partitions(partitions) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING))
             .groupBy(C.GROUP, C.ROW_KIND)
             .count()
             .collect()

@@ -23,6 +23,7 @@ from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.object_store import WriterSafety
+from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.replies import decoded, encoded
 from streamclaim_spark.runner import Clock, Runner
 from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
@@ -248,6 +249,18 @@ class StreamStore:
         reply = self.resp_reply(*argv, cancelled=cancelled)
         decode = self.decode_responses if decode_responses is None else decode_responses
         return decoded(reply) if decode else encoded(reply)
+
+    def pipeline(
+        self, transaction: bool = True, *, decode_responses: bool | None = None, max_batch: int = DEFAULT_MAX_BATCH
+    ) -> Pipeline:
+        """Commands queued and then run in order as one Delta commit, as redis-py's ``pipeline``.
+
+        ``pipe.execute_command(*argv)`` queues (chainable); ``pipe.execute()`` returns the replies in
+        order. ``transaction=True`` runs them as MULTI/EXEC does: all in one commit, an unknown command
+        or wrong arity aborts the whole queue (EXECABORT). ``transaction=False`` may commit every
+        ``max_batch`` commands (see pipeline.Pipeline).
+        """
+        return Pipeline(self, transaction, decode_responses=decode_responses, max_batch=max_batch)
 
     def resp_reply(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
         """Runs one Redis command like ``execute`` and returns its reply typed as RESP frames it: bulk

@@ -88,7 +88,12 @@ SOURCE_SCHEMA = StructType(
 _CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST_ID, CLAIM_FORCE)
 # A row never moves: its partition (hence its bucket) is part of its key.
 _VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS and name != C.BUCKET)
+_LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
 _RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
+
+
+class NothingCommittedError(RuntimeError):
+    """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
 
 
 class ConflictRetriesExhaustedError(RuntimeError):
@@ -268,8 +273,10 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
 
     ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
-    the commit writes (0: no cap).
+    the commit writes (0: no cap). Raises ``NothingCommittedError`` when Delta committed nothing.
     """
+    # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
+    spark.conf.unset(_LAST_COMMIT_VERSION)
     if plan.update is not None:
         if plan.writes or plan.frames:
             raise ValueError("a plan commits either rows (one MERGE) or one in-place update, not both")
@@ -391,9 +398,9 @@ def _column_map(expressions: dict[str, str]) -> dict[str, str | Column]:
 
 def committed_version(spark: SparkSession) -> int:
     """The version of the last commit made through ``spark`` (a session-local Delta setting)."""
-    value = spark.conf.get("spark.databricks.delta.lastCommitVersionInSession", None)
+    value = spark.conf.get(_LAST_COMMIT_VERSION, None)
     if value is None:
-        raise RuntimeError("Delta did not report the version of the commit just made")
+        raise NothingCommittedError("Delta did not report the version of a commit just made")
     return int(value)
 
 

@@ -40,15 +40,24 @@ def command(name: str, arity: int, *, payload: bool = False) -> Callable[[Handle
 _CANCELLED: ContextVar[Callable[[], bool] | None] = ContextVar("streamclaim_cancelled", default=None)
 
 
-def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] | None = None) -> Any:
-    """Runs one command; ``cancelled`` lets a caller end a BLOCK wait early (it is polled between reads)."""
+def validate(argv: Sequence[str]) -> str:
+    """The checks Redis makes before it runs or queues a command: a known name, its arity (and for
+    XGROUP and XINFO, a known subcommand and its arity); returns the lowercase name."""
     if not argv:
         raise unknown_command("", [])
     name = argv[0].lower()
     if name not in _HANDLERS:
         raise unknown_command(argv[0], list(argv[1:]))
-    arity, handler, payload = _HANDLERS[name]
-    check_arity(argv, arity, name)
+    check_arity(argv, _HANDLERS[name][0], name)
+    if name in _SUBCOMMAND_ARITY:
+        check_subcommand(argv, _SUBCOMMAND_ARITY[name])
+    return name
+
+
+def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] | None = None) -> Any:
+    """Runs one command; ``cancelled`` lets a caller end a BLOCK wait early (it is polled between reads)."""
+    name = validate(argv)
+    _, handler, payload = _HANDLERS[name]
     if not payload:
         require_text(argv)
     token = _CANCELLED.set(cancelled)
@@ -146,14 +155,12 @@ command("flushall", -1)(_flush)
 
 @command("xgroup", -2)
 def _xgroup(runner: Runner, argv: Sequence[str]) -> Any:
-    check_subcommand(argv, groups.XGROUP_ARITY)
     request = groups.parse_xgroup_options(argv)
     return runner.transact("XGROUP", lambda ctx: groups.run_xgroup(ctx, request))
 
 
 @command("xinfo", -2)
 def _xinfo(runner: Runner, argv: Sequence[str]) -> Any:
-    check_subcommand(argv, groups.XINFO_ARITY)
     return runner.transact("XINFO", lambda ctx: groups.run_xinfo(ctx, argv))
 
 
@@ -184,6 +191,8 @@ def _xpending(runner: Runner, argv: Sequence[str]) -> Any:
     request = pending.parse_xpending(argv)
     return runner.transact("XPENDING", lambda ctx: pending.run_xpending(ctx, request))
 
+
+_SUBCOMMAND_ARITY = {"xgroup": groups.XGROUP_ARITY, "xinfo": groups.XINFO_ARITY}
 
 # How often a blocked read looks for new entries (BLOCK polls; see docs/DESIGN.md).
 BLOCK_POLL_INTERVAL_S = 0.1

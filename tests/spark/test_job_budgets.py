@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from bench.jobs import COMMANDS, build, jobs_of
+from bench.jobs import BATCH_OF_100, COMMANDS, build, jobs_of, jobs_of_batch
 from streamclaim_spark import StreamStore
 
 pytestmark = pytest.mark.spark
@@ -54,3 +54,14 @@ def test_a_command_runs_within_its_spark_job_budget(
     if name.startswith("XAUTOCLAIM"):
         assert len(reply[1]) == 100  # type: ignore[index]
     assert jobs <= BUDGETS[name], f"{name} ran {jobs} Spark jobs; its budget is {BUDGETS[name]}"
+
+
+def test_a_batch_of_a_hundred_commands_costs_at_most_three_xclaims_and_commits_once(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    jobs, commits, replies = jobs_of_batch(spark, store, BATCH_OF_100)
+
+    assert [type(reply).__name__ for reply in replies[:5]] == ["str", "list", "int", "list", "list"]
+    assert replies[2] == 1 and len(replies[3]) == 1, "XACK and XCLAIM did nothing: the budget would measure no-ops"
+    assert commits == 1
+    assert jobs <= 3 * BUDGETS["XCLAIM of 1 ID"], f"the batch ran {jobs} Spark jobs"

@@ -27,14 +27,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streamclaim_spark.commands import command_arity, command_names
+from streamclaim_spark.batch import run_batch
+from streamclaim_spark.commands import command_arity, command_names, dispatch, validate
 from streamclaim_spark.commands.args import check_arity, check_subcommand
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
-from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command, wrong_arity
+from streamclaim_spark.errors import EXECABORT, SYNTAX, ReplyError, wrong_arity
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.replies import OK, Status
-from streamclaim_spark.store import StreamStore
+from streamclaim_spark.server_transactions import IMMEDIATE, Queued, Transaction
+from streamclaim_spark.store import StreamStore, decode_argv
 from streamclaim_spark.wire import (
+    NULL_ARRAY,
     Map,
     ProtocolViolation,
     RequestLimits,
@@ -87,6 +90,7 @@ class Client:
     library: dict[str, str] = field(default_factory=dict)
     created: float = field(default_factory=time.monotonic)
     last_command: str = "NULL"
+    transaction: Transaction = field(default_factory=Transaction)
 
     def describe(self) -> str:
         age = int(time.monotonic() - self.created)
@@ -182,6 +186,35 @@ def _hello(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
             ("mode", "standalone"), ("role", "master"), ("modules", []),
         )
     )  # fmt: skip
+
+
+@_connection_command("multi", 1)
+def _multi(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    client.transaction.begin()
+    return OK
+
+
+@_connection_command("discard", 1)
+def _discard(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    client.transaction.discard()
+    return OK
+
+
+@_connection_command("watch", -2)
+def _watch(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    client.transaction.watch(server.store.snapshot(), argv[1:])
+    return OK
+
+
+@_connection_command("unwatch", 1)
+def _unwatch(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    client.transaction.unwatch()
+    return OK
+
+
+@_connection_command("exec", 1)
+def _exec(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    return server.exec_transaction(client, client.transaction.take())
 
 
 @_connection_command("select", 2)
@@ -460,6 +493,8 @@ class StreamClaimServer:
         client.last_command = name
         try:
             reply = self._execute(client, sock, name, raw)
+            if isinstance(reply, Framed):
+                return reply.data, False
             if client.protocol == 3:
                 reply = as_resp3(reply, [arg.decode("utf-8", "replace") for arg in raw[:3]])
             return encode_reply(reply, name, client.protocol), False
@@ -476,22 +511,72 @@ class StreamClaimServer:
 
     def _execute(self, client: Client, sock: socket.socket, name: str, raw: list[bytes]) -> Any:
         argv = [arg.decode("utf-8", "replace") for arg in raw]
+        if client.transaction.open and name not in IMMEDIATE:
+            try:
+                self._check_command(client, name, argv)
+            except ReplyError:
+                client.transaction.doom()
+                raise
+            return client.transaction.queue(raw)
+        self._check_command(client, name, argv)
         if name in _CONNECTION_COMMANDS:
-            arity, handler = _CONNECTION_COMMANDS[name]
-            check_arity(argv, arity, name)
+            return _CONNECTION_COMMANDS[name][1](self, client, argv)
+        # Payloads go back on the wire exactly as stored, whatever the store's decode_responses.
+        return self.store.resp_reply(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
+
+    def _check_command(self, client: Client, name: str, argv: list[str]) -> None:
+        """The checks Redis makes before it runs or queues a command: known, arity, AUTH, allowed here."""
+        if name in _CONNECTION_COMMANDS:
+            check_arity(argv, _CONNECTION_COMMANDS[name][0], name)
             if not client.authenticated and name not in _NO_AUTH:
                 raise ReplyError(NOAUTH)
-            return handler(self, client, argv)
-        if name not in command_names():
-            raise unknown_command(argv[0], argv[1:])
-        # Redis checks the arity before AUTH.
-        check_arity(argv, command_arity(name), name)
+            return
+        # Redis checks the arity (and XGROUP's and XINFO's subcommands) before AUTH.
+        validate(argv)
         if not client.authenticated:
             raise ReplyError(NOAUTH)
         if name in ("flushdb", "flushall") and not self.config.allow_flush:
             raise ReplyError(FLUSH_DISABLED.format(name=name.upper()))
-        # Payloads go back on the wire exactly as stored, whatever the store's decode_responses.
-        return self.store.resp_reply(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
+
+    def exec_transaction(self, client: Client, queued: Queued) -> Framed:
+        """EXEC: the queued data commands as one batch (one commit), connection commands in their places."""
+        if queued.failed:
+            raise ReplyError(EXECABORT)
+        names = [raw[0].decode("utf-8", "replace").lower() for raw in queued.requests]
+        data = [
+            decode_argv(raw)
+            for raw, name in zip(queued.requests, names, strict=True)
+            if name not in _CONNECTION_COMMANDS
+        ]
+        replies: list[Any] = []
+        if data or queued.watched:
+            result = run_batch(self.store.runner, data, dispatch, watched=queued.watched, operation="EXEC")
+            if result.aborted:
+                return Framed(b"_\r\n" if client.protocol == 3 else NULL_ARRAY)
+            replies = list(result.replies)
+        parts = [b"*%d\r\n" % len(queued.requests)]
+        for raw, name in zip(queued.requests, names, strict=True):
+            argv = [arg.decode("utf-8", "replace") for arg in raw]
+            try:
+                if name in _CONNECTION_COMMANDS:
+                    reply = _CONNECTION_COMMANDS[name][1](self, client, argv)
+                else:
+                    reply = replies.pop(0)
+                    if isinstance(reply, ReplyError):
+                        raise reply
+                if client.protocol == 3:
+                    reply = as_resp3(reply, argv[:3])
+                parts.append(encode_reply(reply, name, client.protocol))
+            except ReplyError as error:
+                parts.append(encode_error(error.line))
+        return Framed(b"".join(parts))
+
+
+@dataclass(frozen=True)
+class Framed:
+    """A reply already framed as RESP (EXEC's array of replies, each framed as its own command's)."""
+
+    data: bytes
 
 
 def _peer_closed(sock: socket.socket) -> bool:

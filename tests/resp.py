@@ -86,6 +86,23 @@ class RespClient:
             raise ReplyError(error)
         return _strip_errors(reply)
 
+    def transaction(self, commands: list[tuple[str | bytes, ...]]) -> list[Reply | ReplyError] | None:
+        """MULTI, the commands, EXEC, sent at once; EXEC's replies with each error in its place (a
+        ``ReplyError``), or None for a null array (a WATCHed key changed). A refused MULTI, a command
+        refused while queuing, or an error instead of EXEC's array raises ``ReplyError``."""
+        self._sock.sendall(b"".join(encode_command(argv) for argv in [("MULTI",), *commands, ("EXEC",)]))
+        answers = [self._read_reply() for _ in range(len(commands) + 2)]
+        for answer in answers[:-1]:
+            if isinstance(answer, _NestedError):
+                raise ReplyError(answer.line)
+        replies = answers[-1]
+        if isinstance(replies, _NestedError):
+            raise ReplyError(replies.line)
+        if replies is None:
+            return None
+        assert isinstance(replies, list), f"EXEC replied {replies!r}"
+        return [ReplyError(item.line) if isinstance(item, _NestedError) else _strip_errors(item) for item in replies]
+
     # -- reading -------------------------------------------------------------------------------------------
 
     def _fill(self) -> None:

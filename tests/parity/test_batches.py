@@ -1,40 +1,82 @@
-"""The parity scenarios again, each run as batches: one pipeline per stretch between pauses (one commit).
+"""The parity scenarios again, each run as batches: one batch per stretch between pauses (one commit).
 
-redis-server runs the steps one by one; the store runs each stretch of steps through
-``StreamStore.pipeline`` as one batch. The replies must be equal, as for single commands
-(test_parity.py), because a batch runs its commands in Redis' serial order on its own writes.
+redis-server runs the steps one by one; the store runs each stretch of steps as one batch, through
+``StreamStore.pipeline`` for every other scenario and as MULTI/EXEC through streamclaim-server for the
+rest (both surfaces run the same batch engine, so each scenario runs once). The replies must be equal,
+as for single commands (test_parity.py), because a batch runs its commands in Redis' serial order on
+its own writes.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.commands import validate
+from streamclaim_spark.config import ServerConfig
 from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.server import StreamClaimServer
+from streamclaim_spark.store import decode_argv
 from tests.parity.harness import Outcome, Pause, Step, assert_same_outcomes, run_on
 from tests.parity.scenarios import SCENARIOS
 from tests.parity.test_parity import _like_server
 from tests.resp import RespClient
 
+NAMES = sorted(SCENARIOS)
 
-def run_as_pipelines(store: StreamStore, steps: Sequence[Step]) -> list[Outcome]:
-    """Each stretch of steps between pauses as one pipeline; one outcome per step."""
+
+Batch = Callable[[list[tuple[str | bytes, ...]]], list[Any]]
+
+
+def through_pipeline(store: StreamStore) -> Batch:
+    def run(stretch: list[tuple[str | bytes, ...]]) -> list[Any]:
+        pipe = store.pipeline(transaction=False, max_batch=len(stretch))
+        for step in stretch:
+            pipe.execute_command(*step)
+        replies = pipe.execute(raise_on_error=False)
+        assert len(pipe.results) <= 1, "a stretch of steps ran as more than one batch"
+        return replies
+
+    return run
+
+
+def through_multi_exec(store: StreamStore, client: RespClient) -> Batch:
+    """MULTI/EXEC on streamclaim-server; steps Redis refuses while queuing run alone, as they fail alone."""
+
+    def run(stretch: list[tuple[str | bytes, ...]]) -> list[Any]:
+        queued = [step for step in stretch if _queue_error(step) is None]
+        before = store.snapshot().version
+        replies = client.transaction(queued) or []
+        assert (store.snapshot().version or 0) - (before or 0) <= 1, "one EXEC made more than one commit"
+        answers = iter(replies)
+        return [error if (error := _queue_error(step)) is not None else next(answers) for step in stretch]
+
+    return run
+
+
+def _queue_error(step: tuple[str | bytes, ...]) -> ReplyError | None:
+    try:
+        validate(decode_argv(step))
+    except ReplyError as error:
+        return error
+    return None
+
+
+def run_as_batches(store: StreamStore, batch: Batch, steps: Sequence[Step]) -> list[Outcome]:
+    """Each stretch of steps between pauses as one batch; one outcome per step."""
     outcomes: list[Outcome] = []
     stretch: list[tuple[str | bytes, ...]] = []
 
     def flush() -> None:
         if not stretch:
             return
-        pipe = store.pipeline(transaction=False, max_batch=len(stretch))
-        for step in stretch:
-            pipe.execute_command(*step)
         started = store.clock()
-        replies = pipe.execute(raise_on_error=False)
+        replies = batch(stretch)
         finished = store.clock()
-        assert len(pipe.results) <= 1, "a stretch of steps committed more than once"
         for reply in replies:
             error = str(reply) if isinstance(reply, ReplyError) else None
             outcomes.append(Outcome(None if error else reply, error, started, finished))
@@ -52,10 +94,20 @@ def run_as_pipelines(store: StreamStore, steps: Sequence[Step]) -> list[Outcome]
     return outcomes
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-def test_a_scenario_run_as_pipelines_replies_like_redis(name: str, redis: RespClient, store: StreamStore) -> None:
+@pytest.mark.parametrize(("name", "surface"), [(name, ("pipeline", "multi")[n % 2]) for n, name in enumerate(NAMES)])
+def test_a_scenario_run_as_batches_replies_like_redis(
+    name: str, surface: str, redis: RespClient, store: StreamStore
+) -> None:
     steps = SCENARIOS[name]
     expected = run_on(redis, steps)
-    actual = run_as_pipelines(store, steps)
+    if surface == "pipeline":
+        actual = run_as_batches(store, through_pipeline(store), steps)
+    else:
+        server = StreamClaimServer(store, ServerConfig(port=0, allow_flush=True)).start()
+        try:
+            with RespClient("127.0.0.1", server.port, timeout=300) as client:
+                actual = run_as_batches(store, through_multi_exec(store, client), steps)
+        finally:
+            server.stop(grace_s=10)
     actual = [_like_server(step, e, a) for step, e, a in zip(steps, expected, actual, strict=True)]
     assert_same_outcomes(steps, expected, actual, tolerance_ms=30_000)

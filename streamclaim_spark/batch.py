@@ -7,9 +7,10 @@ Then one guarded MERGE commits every row the batch changed (transaction.commit_p
 for the whole batch, or none when nothing changed. A lost commit race re-runs the whole batch on the new
 snapshot, so its replies always describe the state it committed on top of (docs/DESIGN.md, "Batches").
 
-``WATCH`` is a condition on streams' heads: a batch run with ``watched`` replies nothing (``aborted``)
-when one of those streams' entries changed since the signatures were taken, and otherwise commits only
-if the heads are still as it read them.
+A batch is made of units (``Unit``): commands that run together with nothing between them. A unit may
+carry WATCH signatures: it replies nothing (``aborted``) when one of those streams' entries changed since
+they were taken (by anyone, an earlier unit of the batch included), and otherwise the batch commits only
+if those heads are still as it read them.
 """
 
 from __future__ import annotations
@@ -57,18 +58,45 @@ def watch_signatures(snapshot: Snapshot, keys: Sequence[str]) -> dict[str, Signa
 
 
 @dataclass(frozen=True)
+class Unit:
+    """Commands that run together, in order, with nothing between them (a pipeline, a MULTI/EXEC, or a
+    connection's pipelined commands in a group commit); ``watched``: WATCH signatures that must hold."""
+
+    commands: Sequence[Sequence[str]]
+    watched: Mapping[str, Signature] | None = None
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """Each command's reply (a ``ReplyError`` for an error) in order, or ``aborted`` (no replies,
+    nothing run) when a watched stream had changed."""
+
+    replies: list[Any]
+    aborted: bool = False
+
+
+@dataclass(frozen=True)
 class BatchResult:
-    """What a batch did: each command's reply (a ``ReplyError`` for an error) in order, or
-    ``aborted`` (no replies, nothing run) when a watched stream had changed.
+    """What a batch did: one ``UnitResult`` per unit, in order.
 
     ``version`` is the Delta version the batch committed (None: it changed nothing); ``attempts``
     counts runs of the whole batch (more than 1 after lost commit races).
     """
 
-    replies: list[Any]
+    units: list[UnitResult]
     version: int | None
     attempts: int
-    aborted: bool = False
+
+    @property
+    def replies(self) -> list[Any]:
+        """The replies of a batch of one unit."""
+        (unit,) = self.units
+        return unit.replies
+
+    @property
+    def aborted(self) -> bool:
+        (unit,) = self.units
+        return unit.aborted
 
 
 class BatchRunner(Runner):
@@ -102,43 +130,50 @@ def _never_block() -> bool:
 
 def run_batch(
     runner: Runner,
-    commands: Sequence[Sequence[str]],
+    units: Sequence[Unit],
     dispatch: Dispatch,
     *,
-    watched: Mapping[str, Signature] | None = None,
     load_limit: int = DEFAULT_LOAD_LIMIT,
     operation: str = "BATCH",
 ) -> BatchResult:
-    """Runs ``commands`` (argv lists) in order through ``dispatch`` (commands.dispatch) and commits them once.
+    """Runs the units' commands (argv lists) in order through ``dispatch`` (commands.dispatch) and
+    commits them once.
 
     Errors that are not Redis errors (a bug, a failed Spark job) abort the whole batch and propagate:
     nothing of it commits.
     """
     session = runner.session()
+    count = sum(len(unit.commands) for unit in units)
 
     def attempt(_: int) -> BatchResult:
         state = BatchSnapshot(session, runner.state_path, latest_version(session, runner.state_path), load_limit)
-        if watched:
-            state.guard_stream_heads(watched)
-            if watch_signatures(state, list(watched)) != dict(watched):
-                return BatchResult([], None, 0, aborted=True)
         txn = uuid.uuid4().hex
         batch_runner = BatchRunner(runner, state, runner.clock(), txn)
-        replies: list[Any] = []
-        for argv in commands:
-            try:
-                replies.append(dispatch(batch_runner, argv, _never_block))
-            except ReplyError as error:
-                replies.append(error)
+        results = [_run_unit(state, batch_runner, unit, dispatch) for unit in units]
         plan = state.plan(txn)
         version = None
         if not plan.empty:
-            name = f"{operation} of {len(commands)} {txn}"
+            name = f"{operation} of {count} {txn}"
             try:
                 version = commit_plan(session, runner.state_path, plan, name, rows_per_file=runner.rows_per_file)
             except NothingCommittedError:
                 version = None  # the batch's writes cancelled out (e.g. a stream created and deleted)
-        return BatchResult(replies, version, 0)
+        return BatchResult(results, version, 0)
 
     result, attempts = run_with_retries(attempt, runner.retry_policy, operation)
-    return BatchResult(result.replies, result.version, attempts, result.aborted)
+    return BatchResult(result.units, result.version, attempts)
+
+
+def _run_unit(state: BatchSnapshot, runner: BatchRunner, unit: Unit, dispatch: Dispatch) -> UnitResult:
+    if unit.watched:
+        # Checked where the unit runs in the batch: an earlier unit's change to a watched key counts.
+        state.guard_stream_heads(unit.watched)
+        if watch_signatures(state, list(unit.watched)) != dict(unit.watched):
+            return UnitResult([], aborted=True)
+    replies: list[Any] = []
+    for argv in unit.commands:
+        try:
+            replies.append(dispatch(runner, argv, _never_block))
+        except ReplyError as error:
+            replies.append(error)
+    return UnitResult(replies)

@@ -144,6 +144,8 @@ class ServerConfig:
         max_bulk_bytes: Longest argument a command may carry (Redis' proto-max-bulk-len).
         max_arguments: Most arguments one command may carry.
         allow_flush: Let FLUSHDB and FLUSHALL delete every stream (off: they are refused).
+        batch_max_commands: Most commands one group commit gathers (docs/SERVER.md, "Group commit").
+        batch_max_bytes: Most bytes of arguments one group commit gathers.
     """
 
     bind: str = "127.0.0.1"
@@ -153,6 +155,8 @@ class ServerConfig:
     max_bulk_bytes: int = 64 * 1024 * 1024
     max_arguments: int = 1024 * 1024
     allow_flush: bool = False
+    batch_max_commands: int = 1000
+    batch_max_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -162,7 +166,7 @@ class ServerConfig:
                 f"bind={self.bind!r} is not a loopback address and no requirepass is set: anyone who reaches "
                 "the port could read and delete every stream; set requirepass (or bind 127.0.0.1)"
             )
-        for name in ("max_clients", "max_bulk_bytes", "max_arguments"):
+        for name in ("max_clients", "max_bulk_bytes", "max_arguments", "batch_max_commands", "batch_max_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: give 1 or more")
 
@@ -310,6 +314,8 @@ _LEAVES: dict[Key, Parser] = {
     ("server", "max_bulk_bytes"): _positive_int,
     ("server", "max_arguments"): _positive_int,
     ("server", "allow_flush"): _boolean,
+    ("server", "batch_max_commands"): _positive_int,
+    ("server", "batch_max_bytes"): _positive_int,
 }
 SPARK_CONF: Key = ("spark", "conf")
 # Settings with a typed key of their own, so there is one place to set them.
@@ -465,6 +471,8 @@ def load_config(
             "max_bulk_bytes": ("server", "max_bulk_bytes"),
             "max_arguments": ("server", "max_arguments"),
             "allow_flush": ("server", "allow_flush"),
+            "batch_max_commands": ("server", "batch_max_commands"),
+            "batch_max_bytes": ("server", "batch_max_bytes"),
         },
     )
     return AppConfig(

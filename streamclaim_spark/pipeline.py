@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from streamclaim_spark.batch import BatchResult, run_batch
+from streamclaim_spark.batch import BatchResult, Unit, run_batch
 from streamclaim_spark.commands import dispatch, validate
 from streamclaim_spark.errors import EXECABORT, ReplyError
 from streamclaim_spark.replies import decoded, encoded
@@ -84,7 +84,7 @@ class Pipeline:
         size = len(runnable) if self.transaction else self.max_batch
         for start in range(0, len(runnable), max(size, 1)):
             chunk = runnable[start : start + size]
-            result = run_batch(self.store.runner, [commands[i] for i in chunk], dispatch, operation="PIPELINE")
+            result = run_batch(self.store.runner, [Unit([commands[i] for i in chunk])], dispatch, operation="PIPELINE")
             self.results.append(result)
             for index, reply in zip(chunk, result.replies, strict=True):
                 replies[index] = reply

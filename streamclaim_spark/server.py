@@ -27,11 +27,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from streamclaim_spark.batch import run_batch
+from streamclaim_spark.batch import Unit
 from streamclaim_spark.commands import command_arity, command_names, dispatch, validate
 from streamclaim_spark.commands.args import check_arity, check_subcommand
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
 from streamclaim_spark.errors import EXECABORT, SYNTAX, ReplyError, wrong_arity
+from streamclaim_spark.group_commit import GroupCommitter
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.replies import OK, Status
 from streamclaim_spark.server_transactions import IMMEDIATE, Queued, Transaction
@@ -322,6 +323,10 @@ def _command_info(name: str) -> list[Any]:
     return [name, arity, [Status(flag) for flag in flags], *keys, [], [], [], []]
 
 
+# Connection commands with subcommands, which Redis checks before running or queuing them.
+_CONTAINERS = {"client": _CLIENT_ARITY, "command": _COMMAND_ARITY}
+
+
 @_connection_command("info", -1)
 def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
     wanted = {section.lower() for section in argv[1:]} or {"default"}
@@ -345,6 +350,13 @@ def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
         sections.append(
             f"# Clients\r\nconnected_clients:{len(server.clients())}\r\nmaxclients:{server.config.max_clients}\r\n"
         )
+    if everything or "batches" in wanted:
+        lines = [
+            *server.committer.stats.lines(),
+            f"batch_max_commands:{server.config.batch_max_commands}",
+            f"batch_max_bytes:{server.config.batch_max_bytes}",
+        ]
+        sections.append("# Batches\r\n" + "".join(line + "\r\n" for line in lines))
     if everything or "keyspace" in wanted:
         keys = server.store.execute("DBSIZE")
         sections.append("# Keyspace\r\n" + (f"db0:keys={keys},expires=0,avg_ttl=0\r\n" if keys else ""))
@@ -374,6 +386,9 @@ class StreamClaimServer:
         self._lock = threading.Lock()
         self._clients: dict[int, tuple[Client, socket.socket, threading.Thread]] = {}
         self._acceptor: threading.Thread | None = None
+        self.committer = GroupCommitter(
+            store.runner, dispatch, self.config.batch_max_commands, self.config.batch_max_bytes
+        )
 
     @property
     def stopping(self) -> bool:
@@ -388,6 +403,7 @@ class StreamClaimServer:
         listener.settimeout(_POLL_S)
         self._listener = listener
         self.port = listener.getsockname()[1]
+        self.committer.start()
         self._acceptor = threading.Thread(target=self._accept_loop, name="streamclaim-accept", daemon=True)
         self._acceptor.start()
         log.info("ready on %s:%d, store %s", self.config.bind, self.port, self.store.path)
@@ -404,6 +420,7 @@ class StreamClaimServer:
         for _, sock, _ in self._connections():
             with contextlib.suppress(OSError):
                 sock.close()
+        self.committer.stop()
         log.info("stopped")
 
     def clients(self) -> list[Client]:
@@ -466,19 +483,23 @@ class StreamClaimServer:
                 if not data:
                     return
                 reader.feed(data)
-                while not self._stopping.is_set():
+                requests: list[list[bytes]] = []
+                violation: ProtocolViolation | None = None
+                while True:
                     try:
                         argv = reader.next_request()
-                    except ProtocolViolation as violation:
-                        log.info("client %s: %s; closing the connection", client.address, violation.line)
-                        sock.sendall(encode_error(violation.line))
-                        return
+                    except ProtocolViolation as error:
+                        violation = error
+                        break
                     if argv is None:
                         break
-                    reply, close = self._run(client, sock, argv)
-                    sock.sendall(reply)
-                    if close:
-                        return
+                    requests.append(argv)
+                if self._serve_requests(client, sock, requests):
+                    return
+                if violation is not None:
+                    log.info("client %s: %s; closing the connection", client.address, violation.line)
+                    sock.sendall(encode_error(violation.line))
+                    return
         except OSError as error:
             log.debug("client %s: connection error %s", client.address, error)
         finally:
@@ -486,6 +507,75 @@ class StreamClaimServer:
                 self._clients.pop(client.id, None)
             with contextlib.suppress(OSError):
                 sock.close()
+
+    def _serve_requests(self, client: Client, sock: socket.socket, requests: list[list[bytes]]) -> bool:
+        """Answers a connection's requests in order; True when the connection is to close.
+
+        Consecutive data commands (pipelined by the client) go to the group committer as one unit, so
+        they commit with other connections' commands; anything else (connection commands, MULTI's
+        queue, blocking reads) runs on its own between them.
+        """
+        grouped: list[tuple[str, list[bytes]]] = []
+
+        def flush() -> None:
+            if grouped:
+                sock.sendall(b"".join(self._run_grouped(client, grouped)))
+                grouped.clear()
+
+        for raw in requests:
+            if self._stopping.is_set():
+                break
+            name = raw[0].decode("utf-8", "replace").lower()
+            if self._groupable(client, name, raw):
+                grouped.append((name, raw))
+                continue
+            flush()
+            reply, close = self._run(client, sock, raw)
+            sock.sendall(reply)
+            if close:
+                return True
+        flush()
+        return False
+
+    def _groupable(self, client: Client, name: str, raw: list[bytes]) -> bool:
+        """A data command outside MULTI that does not block: it can join a group commit."""
+        if name in _CONNECTION_COMMANDS or name not in command_names() or client.transaction.open:
+            return False
+        return name not in ("xread", "xreadgroup") or not any(arg.upper() == b"BLOCK" for arg in raw)
+
+    def _run_grouped(self, client: Client, grouped: list[tuple[str, list[bytes]]]) -> list[bytes]:
+        """The replies of a connection's consecutive data commands, run as one unit of a group commit."""
+        replies: list[bytes | None] = []
+        admitted: list[tuple[str, list[bytes]]] = []
+        for name, raw in grouped:
+            client.last_command = name
+            try:
+                self._check_command(client, name, [arg.decode("utf-8", "replace") for arg in raw])
+                admitted.append((name, raw))
+                replies.append(None)
+            except ReplyError as error:
+                replies.append(encode_error(error.line))
+        if admitted:
+            try:
+                unit = Unit([decode_argv(raw) for _, raw in admitted])
+                results = self.committer.submit(unit, sum(len(arg) for _, raw in admitted for arg in raw)).replies
+            except ReplyError as error:
+                results = [error] * len(admitted)
+            except Exception as error:
+                log.exception("client %s: a group commit failed", client.address)
+                results = [_internal_error(error)] * len(admitted)
+            pairs = zip(admitted, results, strict=True)
+            framed = iter(self._framed(client, raw, name, reply) for (name, raw), reply in pairs)
+            replies = [next(framed) if reply is None else reply for reply in replies]
+        return [reply for reply in replies if reply is not None]
+
+    def _framed(self, client: Client, raw: list[bytes], name: str, reply: Any) -> bytes:
+        """One data command's reply (or its ``ReplyError``) framed for the client's protocol."""
+        if isinstance(reply, ReplyError):
+            return encode_error(reply.line)
+        if client.protocol == 3:
+            reply = as_resp3(reply, [arg.decode("utf-8", "replace") for arg in raw[:3]])
+        return encode_reply(reply, name, client.protocol)
 
     def _run(self, client: Client, sock: socket.socket, raw: list[bytes]) -> tuple[bytes, bool]:
         """One command's reply bytes, and whether to close the connection after sending them."""
@@ -504,10 +594,7 @@ class StreamClaimServer:
             return encode_error(error.line), False
         except Exception as error:
             log.exception("client %s: %s failed", client.address, name)
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            return encode_error(
-                f"ERR internal error in streamclaim-server: {type(error).__name__}: {first_line}"
-            ), False
+            return encode_error(_internal_error(error).line), False
 
     def _execute(self, client: Client, sock: socket.socket, name: str, raw: list[bytes]) -> Any:
         argv = [arg.decode("utf-8", "replace") for arg in raw]
@@ -528,6 +615,8 @@ class StreamClaimServer:
         """The checks Redis makes before it runs or queues a command: known, arity, AUTH, allowed here."""
         if name in _CONNECTION_COMMANDS:
             check_arity(argv, _CONNECTION_COMMANDS[name][0], name)
+            if name in _CONTAINERS and len(argv) > 1:
+                check_subcommand(argv, _CONTAINERS[name])
             if not client.authenticated and name not in _NO_AUTH:
                 raise ReplyError(NOAUTH)
             return
@@ -550,7 +639,8 @@ class StreamClaimServer:
         ]
         replies: list[Any] = []
         if data or queued.watched:
-            result = run_batch(self.store.runner, data, dispatch, watched=queued.watched, operation="EXEC")
+            size = sum(len(arg) for raw in queued.requests for arg in raw)
+            result = self.committer.submit(Unit(data, queued.watched), size)
             if result.aborted:
                 return Framed(b"_\r\n" if client.protocol == 3 else NULL_ARRAY)
             replies = list(result.replies)
@@ -577,6 +667,12 @@ class Framed:
     """A reply already framed as RESP (EXEC's array of replies, each framed as its own command's)."""
 
     data: bytes
+
+
+def _internal_error(error: Exception) -> ReplyError:
+    """What a client gets when a command fails in a way Redis has no error for (a bug, a failed job)."""
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return ReplyError(f"ERR internal error in streamclaim-server: {type(error).__name__}: {first_line}")
 
 
 def _peer_closed(sock: socket.socket) -> bool:
@@ -618,6 +714,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--allow-flush", action="store_true", default=None, help="let FLUSHDB/FLUSHALL delete every stream"
     )
+    parser.add_argument(
+        "--batch-max-commands",
+        type=int,
+        metavar="N",
+        help="most commands one group commit gathers from all clients [server.batch_max_commands]",
+    )
     parser.add_argument("--master", help="Spark master URL [spark.master]")
     parser.add_argument("--log-level", default="INFO", help="this process' log level (default INFO)")
     return parser
@@ -639,6 +741,7 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Ke
         ("requirepass", ("server", "requirepass")),
         ("max_clients", ("server", "max_clients")),
         ("allow_flush", ("server", "allow_flush")),
+        ("batch_max_commands", ("server", "batch_max_commands")),
         ("master", ("spark", "master")),
     ]
     overrides.update(flag_overrides(args, flags))

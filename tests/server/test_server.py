@@ -325,3 +325,129 @@ def test_info_server_names_the_store_and_its_writer_mode(served: StreamClaimServ
         reply = connection.call("INFO", "server").decode()
     assert f"\r\nstore_path:{served.store.path}\r\nstore_writer_mode:multi-writer\r\n" in reply
     assert reply.startswith("$") and "\r\ntcp_port:" in reply
+
+
+# (connection, argv): connection 1 is a second client, e.g. one that changes a key another one WATCHes.
+TRANSACTION_SCRIPT: list[tuple[int, tuple[str, ...]]] = [
+    (0, ("FLUSHALL",)),
+    (0, ("EXEC",)),
+    (0, ("DISCARD",)),
+    (0, ("UNWATCH",)),
+    (0, ("MULTI",)),
+    (0, ("MULTI",)),
+    (0, ("XADD", "s", "5-0", "f", "v")),
+    (0, ("XADD", "s", "1-0", "f", "v")),
+    (0, ("XLEN", "s")),
+    (0, ("PING",)),
+    (0, ("ECHO", "e")),
+    (0, ("SELECT", "x")),
+    (0, ("EXEC",)),
+    # Refused while queuing: the whole transaction is discarded.
+    (0, ("MULTI",)),
+    (0, ("XADD", "s", "6-0", "f", "v")),
+    (0, ("FOO", "bar")),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("XLEN", "s")),
+    (0, ("MULTI",)),
+    (0, ("XADD", "s")),
+    (0, ("EXEC",)),
+    (0, ("MULTI",)),
+    (0, ("XGROUP", "NOPE", "s")),
+    (0, ("EXEC",)),
+    (0, ("MULTI",)),
+    (0, ("XGROUP", "CREATE", "s")),
+    (0, ("EXEC",)),
+    (0, ("MULTI",)),
+    (0, ("CLIENT", "NOPE")),
+    (0, ("EXEC",)),
+    (0, ("MULTI",)),
+    (0, ("XADD", "s", "7-0", "f", "v")),
+    (0, ("DISCARD",)),
+    (0, ("XLEN", "s")),
+    (0, ("MULTI",)),
+    (0, ("WATCH", "s")),
+    (0, ("EXEC",)),
+    # Blocking reads inside MULTI answer at once; runtime errors stay in their place.
+    (0, ("MULTI",)),
+    (0, ("XGROUP", "CREATE", "s", "g", "0")),
+    (0, ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "1000", "STREAMS", "s", ">")),
+    (0, ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")),
+    (0, ("XREAD", "BLOCK", "0", "STREAMS", "s", "$")),
+    (0, ("XACK", "s", "g", "1-0")),
+    (0, ("XPENDING", "s", "g")),
+    (0, ("XCLAIM", "s", "g", "c2", "0", "5-0", "JUSTID")),
+    (0, ("XGROUP", "CREATE", "s", "g", "0")),
+    (0, ("XREADGROUP", "GROUP", "nogroup", "c", "STREAMS", "s", ">")),
+    (0, ("XINFO", "GROUPS", "s")),
+    (0, ("EXEC",)),
+    # WATCH: a change to the entries of a watched stream, by anyone, makes EXEC reply nil.
+    (0, ("WATCH", "s", "t")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (0, ("XADD", "s", "8-0", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XADD", "s", "9-0", "f", "v")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (1, ("XADD", "s", "9-0", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (1, ("XDEL", "s", "1-1")),
+    (1, ("XGROUP", "SETID", "s", "g", "0")),
+    (1, ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")),
+    (1, ("XSETID", "s", "10-0")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (1, ("XDEL", "s", "9-0")),
+    (0, ("MULTI",)),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "nokey")),
+    (1, ("XADD", "nokey", "1-1", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "nokey")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (0, ("UNWATCH",)),
+    (1, ("XADD", "s", "11-0", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (0, ("MULTI",)),
+    (0, ("DISCARD",)),
+    (1, ("XADD", "s", "12-0", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (1, ("DEL", "s")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+]
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_transactions_get_the_bytes_redis_server_sends(
+    served: StreamClaimServer, redis_server: RedisServer, protocol: int
+) -> None:
+    with (
+        RawConnection(served.port) as ours,
+        RawConnection(served.port) as ours_other,
+        RawConnection(redis_server.port) as theirs,
+        RawConnection(redis_server.port) as theirs_other,
+    ):
+        if protocol == 3:
+            ours.call("HELLO", "3")
+            theirs.call("HELLO", "3")
+        pairs = ((ours, theirs), (ours_other, theirs_other))
+        for step, (connection, argv) in enumerate(TRANSACTION_SCRIPT):
+            mine, reference = pairs[connection]
+            assert mine.call(*argv) == reference.call(*argv), f"step {step}: reply to {argv!r:.80}"

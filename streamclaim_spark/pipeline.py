@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.batch import BatchResult, Unit, run_batch
+from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import dispatch, validate
 from streamclaim_spark.errors import EXECABORT, ReplyError
 from streamclaim_spark.replies import decoded, encoded
@@ -39,6 +40,7 @@ class Pipeline:
         *,
         decode_responses: bool | None = None,
         max_batch: int = DEFAULT_MAX_BATCH,
+        load_limit: int = DEFAULT_LOAD_LIMIT,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: give the most commands one commit may hold, at least 1")
@@ -46,6 +48,8 @@ class Pipeline:
         self.transaction = transaction
         self.decode_responses = store.decode_responses if decode_responses is None else decode_responses
         self.max_batch = max_batch
+        # Rows of one stream or group a batch reads into memory; bigger ones it reads through Spark.
+        self.load_limit = load_limit
         self.commands: list[list[str]] = []
         # What the last execute committed: one BatchResult per commit (several only without transaction).
         self.results: list[BatchResult] = []
@@ -84,7 +88,8 @@ class Pipeline:
         size = len(runnable) if self.transaction else self.max_batch
         for start in range(0, len(runnable), max(size, 1)):
             chunk = runnable[start : start + size]
-            result = run_batch(self.store.runner, [Unit([commands[i] for i in chunk])], dispatch, operation="PIPELINE")
+            unit = Unit([commands[i] for i in chunk])
+            result = run_batch(self.store.runner, [unit], dispatch, load_limit=self.load_limit, operation="PIPELINE")
             self.results.append(result)
             for index, reply in zip(chunk, result.replies, strict=True):
                 replies[index] = reply

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import batch_claim, bulk
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
+from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import is_text
@@ -251,16 +252,24 @@ class StreamStore:
         return decoded(reply) if decode else encoded(reply)
 
     def pipeline(
-        self, transaction: bool = True, *, decode_responses: bool | None = None, max_batch: int = DEFAULT_MAX_BATCH
+        self,
+        transaction: bool = True,
+        *,
+        decode_responses: bool | None = None,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        load_limit: int = DEFAULT_LOAD_LIMIT,
     ) -> Pipeline:
         """Commands queued and then run in order as one Delta commit, as redis-py's ``pipeline``.
 
         ``pipe.execute_command(*argv)`` queues (chainable); ``pipe.execute()`` returns the replies in
         order. ``transaction=True`` runs them as MULTI/EXEC does: all in one commit, an unknown command
         or wrong arity aborts the whole queue (EXECABORT). ``transaction=False`` may commit every
-        ``max_batch`` commands (see pipeline.Pipeline).
+        ``max_batch`` commands (see pipeline.Pipeline). A stream or group of at most ``load_limit`` rows
+        is read into memory once per batch; bigger ones are read through Spark by each command.
         """
-        return Pipeline(self, transaction, decode_responses=decode_responses, max_batch=max_batch)
+        return Pipeline(
+            self, transaction, decode_responses=decode_responses, max_batch=max_batch, load_limit=load_limit
+        )
 
     def resp_reply(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
         """Runs one Redis command like ``execute`` and returns its reply typed as RESP frames it: bulk

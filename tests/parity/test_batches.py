@@ -2,7 +2,9 @@
 
 redis-server runs the steps one by one; the store runs each stretch of steps as one batch, through
 ``StreamStore.pipeline`` for every other scenario and as MULTI/EXEC through streamclaim-server for the
-rest (both surfaces run the same batch engine, so each scenario runs once). The replies must be equal,
+rest, and for a third of them through a pipeline that reads every stream and group through Spark, as
+a batch reads those too big to load into memory (the surfaces share one batch engine, so each scenario
+runs once). The replies must be equal,
 as for single commands (test_parity.py), because a batch runs its commands in Redis' serial order on
 its own writes.
 """
@@ -16,6 +18,7 @@ from typing import Any
 import pytest
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import validate
 from streamclaim_spark.config import ServerConfig
 from streamclaim_spark.errors import ReplyError
@@ -32,9 +35,9 @@ NAMES = sorted(SCENARIOS)
 Batch = Callable[[list[tuple[str | bytes, ...]]], list[Any]]
 
 
-def through_pipeline(store: StreamStore) -> Batch:
+def through_pipeline(store: StreamStore, load_limit: int) -> Batch:
     def run(stretch: list[tuple[str | bytes, ...]]) -> list[Any]:
-        pipe = store.pipeline(transaction=False, max_batch=len(stretch))
+        pipe = store.pipeline(transaction=False, max_batch=len(stretch), load_limit=load_limit)
         for step in stretch:
             pipe.execute_command(*step)
         replies = pipe.execute(raise_on_error=False)
@@ -94,14 +97,19 @@ def run_as_batches(store: StreamStore, batch: Batch, steps: Sequence[Step]) -> l
     return outcomes
 
 
-@pytest.mark.parametrize(("name", "surface"), [(name, ("pipeline", "multi")[n % 2]) for n, name in enumerate(NAMES)])
+# "unloaded": a pipeline that reads every stream and group through Spark (as it does those too big to load).
+SURFACES = ("pipeline", "multi", "unloaded")
+
+
+@pytest.mark.parametrize(("name", "surface"), [(name, SURFACES[n % 3]) for n, name in enumerate(NAMES)])
 def test_a_scenario_run_as_batches_replies_like_redis(
     name: str, surface: str, redis: RespClient, store: StreamStore
 ) -> None:
     steps = SCENARIOS[name]
     expected = run_on(redis, steps)
-    if surface == "pipeline":
-        actual = run_as_batches(store, through_pipeline(store), steps)
+    if surface != "multi":
+        load_limit = 0 if surface == "unloaded" else DEFAULT_LOAD_LIMIT
+        actual = run_as_batches(store, through_pipeline(store, load_limit), steps)
     else:
         server = StreamClaimServer(store, ServerConfig(port=0, allow_flush=True)).start()
         try:

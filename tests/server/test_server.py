@@ -232,18 +232,19 @@ def _with_password(server: StreamClaimServer, password: str) -> Any:
     return replace(server.config, port=0, requirepass=password)
 
 
-def test_fifty_clients_at_once_are_served_and_their_writes_lose_nothing(served: StreamClaimServer) -> None:
-    """50 connections at once: 8 add to a stream of their own, read it through its group and acknowledge,
-    while 42 ping and echo; every entry is delivered once and acknowledged, every reply reaches its client.
-
-    Each writer has a stream of its own: writers of one stream serialize through Delta's optimistic
-    concurrency (docs/SERVER.md, "Security and limits"), which tests/spark/test_concurrency.py covers. The
-    writers are 8, not 50, because each write is a Delta commit (~3 s each under this load); what the test
-    is about is 50 connections served at once, which the 42 echoing clients make.
+def test_fifty_clients_on_one_stream_and_group_share_commits_and_every_entry_is_delivered_once(
+    served: StreamClaimServer,
+) -> None:
+    """50 connections at once on one stream and one group, two rounds each of XADD, XREADGROUP and
+    XACK of what they got: group commit gathers their commands into shared commits (before it, each
+    command was a commit of its own and the writers retried against each other for minutes). Every
+    entry is delivered to exactly one consumer, every reply reaches its client, and the PEL ends empty.
     """
-    clients, writers = 50, 8
-    served.store.create_groups([(f"load-{n}", "workers", "0", True) for n in range(writers)])
-    results: dict[int, Any] = {}
+    clients, rounds = 50, 2
+    served.store.execute("XGROUP", "CREATE", "shared", "workers", "$", "MKSTREAM")
+    before = _batch_stats(served)
+    added: dict[int, list[str]] = {}
+    delivered: dict[int, list[str]] = {}
     failures: list[BaseException] = []
     start = threading.Barrier(clients)
 
@@ -252,13 +253,14 @@ def test_fifty_clients_at_once_are_served_and_their_writes_lose_nothing(served: 
             with redis.Redis(port=served.port, decode_responses=True, socket_timeout=600) as client:
                 client.ping()
                 start.wait()
-                if worker >= writers:
-                    results[worker] = [client.echo(f"client {worker}") for _ in range(20)]
-                    return
-                added = client.xadd(f"load-{worker}", {"worker": str(worker)})
-                got = client.xreadgroup("workers", "w", {f"load-{worker}": ">"})
-                ids = [entry_id for _, entries in got for entry_id, _ in entries]
-                results[worker] = (added, ids, client.xack(f"load-{worker}", "workers", *ids))
+                added[worker], delivered[worker] = [], []
+                for _ in range(rounds):
+                    added[worker].append(client.xadd("shared", {"worker": str(worker)}))
+                    got = client.xreadgroup("workers", f"c{worker}", {"shared": ">"}, count=10)
+                    ids = [entry_id for _, entries in got for entry_id, _ in entries]
+                    delivered[worker] += ids
+                    if ids:
+                        assert client.xack("shared", "workers", *ids) == len(ids)
         except BaseException as error:
             failures.append(error)
 
@@ -268,16 +270,25 @@ def test_fifty_clients_at_once_are_served_and_their_writes_lose_nothing(served: 
     for thread in threads:
         thread.join()
     assert failures == []
-    assert sorted(results) == list(range(clients))
-    for worker, result in results.items():
-        if worker < writers:
-            added, ids, acked = result
-            assert (ids, acked) == ([added], 1)
-        else:
-            assert result == [f"client {worker}"] * 20
     with redis.Redis(port=served.port, decode_responses=True) as admin:
-        assert all(admin.xlen(f"load-{n}") == 1 for n in range(writers))
-        assert admin.xpending(f"load-{writers - 1}", "workers")["pending"] == 0
+        rest = [i for _, entries in admin.xreadgroup("workers", "drain", {"shared": ">"}) for i, _ in entries]
+        if rest:
+            admin.xack("shared", "workers", *rest)
+        everything_added = sorted(i for ids in added.values() for i in ids)
+        everything_delivered = sorted([*rest, *(i for ids in delivered.values() for i in ids)])
+        assert len(everything_added) == clients * rounds == admin.xlen("shared")
+        assert everything_delivered == everything_added  # each entry to exactly one consumer
+        assert admin.xpending("shared", "workers")["pending"] == 0
+    after = _batch_stats(served)
+    commands = after["batched_commands"] - before["batched_commands"]
+    batches = after["batches"] - before["batches"]
+    assert commands >= clients * rounds * 2
+    assert batches < commands / 2, f"{commands} commands took {batches} commits: group commit did not gather them"
+
+
+def _batch_stats(server: StreamClaimServer) -> dict[str, float]:
+    with redis.Redis(port=server.port, decode_responses=True) as client:
+        return {key: float(value) for key, value in client.info("batches").items()}
 
 
 def test_random_bytes_and_broken_frames_neither_crash_nor_hang_the_server(served: StreamClaimServer) -> None:

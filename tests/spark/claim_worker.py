@@ -49,6 +49,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-idle", type=int, default=60_000)
     parser.add_argument("--justid", action="store_true", help="add JUSTID")
     parser.add_argument("--wait-go", action="store_true", help="wait for a line on stdin after 'ready'")
+    parser.add_argument(
+        "--in-batch",
+        action="store_true",
+        help="run the claim inside a pipeline (one commit): XADD side, the XAUTOCLAIM, XGROUP CREATE side g 0",
+    )
     return parser.parse_args(argv)
 
 
@@ -67,7 +72,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = ["XAUTOCLAIM", args.key, args.group, args.consumer, str(args.min_idle), "0", "COUNT", str(args.count)]
     if args.justid:
         command.append("JUSTID")
-    reply = store.execute(*command)
+    if args.in_batch:
+        pipe = store.pipeline().execute_command("XADD", "side", "*", "f", "v").execute_command(*command)
+        reply = pipe.execute_command("XGROUP", "CREATE", "side", "g", "0").execute()[1]
+    else:
+        reply = store.execute(*command)
     _say(
         "result " + json.dumps({"reply": reply, "attempts": store.last_attempts, "version": store.last_commit_version})
     )

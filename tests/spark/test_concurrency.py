@@ -467,9 +467,12 @@ def _wait_for_new_files(state_path: str, before: set[str], worker: Worker, timeo
 
 
 @pytest.mark.slow
-def test_a_driver_killed_during_a_claim_leaves_the_claim_all_or_nothing_and_a_rerun_completes_it(
+def test_a_driver_killed_during_a_batch_with_a_claim_leaves_it_all_or_nothing_and_a_rerun_completes_it(
     spark: SparkSession, make_store: Any, tmp_path: Path, workers: list[Worker]
 ) -> None:
+    """The killed driver runs its claim inside a pipeline (XADD side, the XAUTOCLAIM, XGROUP CREATE side):
+    one commit, so after the kill either all three commands are visible or none is. Its PEL and stream
+    are bigger than a batch loads into memory, so the batch reads them through Spark."""
     n = 20_000
     watch = Stopwatch("killed claim")
     clock = ManualClock(T0)
@@ -479,7 +482,7 @@ def test_a_driver_killed_during_a_claim_leaves_the_claim_all_or_nothing_and_a_re
     files_before = _data_files(store.state_path)
     watch.lap(f"seeding {n} entries")
     doomed_now = T0 + HOUR
-    args = ["--path", store.path, "--clock", str(doomed_now), "--consumer", "doomed", "--count", str(n)]
+    args = ["--path", store.path, "--clock", str(doomed_now), "--consumer", "doomed", "--count", str(n), "--in-batch"]
     worker = Worker(args, tmp_path / "doomed.log")
     workers.append(worker)
     worker.expect("ready")
@@ -506,6 +509,8 @@ def test_a_driver_killed_during_a_claim_leaves_the_claim_all_or_nothing_and_a_re
     # A Delta commit is atomic: either the whole claim is visible or none of it.
     expected = ("doomed", doomed_now, 2) if committed else ("dead", T0, 1)
     assert states == {expected}
+    assert store.execute("XLEN", "side") == (1 if committed else 0)
+    assert store.execute("XINFO", "GROUPS", "side") if committed else store.execute("EXISTS", "side") == 0
     count_before_rerun = expected[2]
     watch.lap("checking after the kill")
 

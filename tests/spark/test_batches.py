@@ -1,0 +1,126 @@
+"""Batches of commands (batch.py) beyond what the parity scenarios compare: lost races, WATCH between the
+units of one batch, and the Python pipeline's redis-py behaviour (errors, EXECABORT, splitting, bytes).
+
+The replies themselves are compared with redis-server in tests/parity/test_batches.py and, for MULTI/EXEC
+on the wire, tests/server/test_server.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.batch import Unit, run_batch, watch_signatures
+from streamclaim_spark.commands import dispatch
+from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.runner import Runner
+from tests.clock import ManualClock
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+
+
+def _interfering(store: StreamStore, argv: Sequence[str]) -> Callable[[Runner, Sequence[str], Callable[[], bool]], Any]:
+    """``dispatch`` that, during the batch's first attempt only, lets another client commit ``argv``
+    (from a thread of its own) before running its first command: the batch must lose its commit race."""
+    done: list[Any] = []
+
+    def run(runner: Runner, command: Sequence[str], cancelled: Callable[[], bool]) -> Any:
+        if not done:
+            other = threading.Thread(target=lambda: done.append(store.execute(*argv)))
+            other.start()
+            other.join()
+        return dispatch(runner, command, cancelled)
+
+    return run
+
+
+def test_a_batch_that_loses_its_commit_race_runs_again_and_replies_from_the_new_state(
+    make_store: Callable[..., StreamStore],
+) -> None:
+    store = make_store(clock=ManualClock(T0))
+    store.execute("XADD", "s", "1-1", "f", "v")
+    commands = [["XADD", "s", "*", "f", "w"], ["XLEN", "s"], ["XRANGE", "s", "-", "+"]]
+
+    result = run_batch(store.runner, [Unit(commands)], _interfering(store, ["XADD", "s", "2-1", "f", "x"]))
+
+    assert result.attempts == 2
+    new_id = f"{T0}-0"
+    assert result.replies == [new_id, 3, [["1-1", [b"f", b"v"]], ["2-1", [b"f", b"x"]], [new_id, [b"f", b"w"]]]]
+    assert store.execute("XRANGE", "s", "-", "+") == [
+        ["1-1", ["f", "v"]],
+        ["2-1", ["f", "x"]],
+        [new_id, ["f", "w"]],
+    ]
+
+
+def test_a_watched_unit_sees_the_change_an_earlier_unit_of_its_batch_made_and_the_others_run(
+    make_store: Callable[..., StreamStore],
+) -> None:
+    store = make_store(clock=ManualClock(T0))
+    store.execute("XADD", "s", "1-1", "f", "v")
+    store.execute("XADD", "t", "1-1", "f", "v")
+    watched = watch_signatures(store.snapshot(), ["s", "t"])
+    units = [
+        Unit([["XADD", "s", "2-1", "f", "v"]]),
+        Unit([["XADD", "t", "3-1", "f", "v"]], watched={"s": watched["s"]}),
+        Unit([["XLEN", "t"]], watched={"t": watched["t"]}),
+    ]
+
+    result = run_batch(store.runner, units, dispatch)
+
+    assert [(unit.replies, unit.aborted) for unit in result.units] == [(["2-1"], False), ([], True), ([1], False)]
+    assert result.version is not None and store.execute("XLEN", "t") == 1
+
+
+@pytest.fixture
+def piped(make_store: Callable[..., StreamStore]) -> StreamStore:
+    store = make_store(clock=ManualClock(T0))
+    store.execute("XADD", "s", "1-1", "f", "v")
+    return store
+
+
+def test_a_pipeline_raises_its_first_error_after_every_command_ran(piped: StreamStore) -> None:
+    pipe = piped.pipeline().execute_command("XADD", "s", "5-0", "f", "v")
+    pipe.execute_command("XADD", "s", "1-0", "f", "v").execute_command("XGROUP", "CREATE", "s", "g", "0")
+
+    with pytest.raises(ReplyError) as raised:
+        pipe.execute()
+
+    assert str(raised.value) == "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+    assert piped.execute("XLEN", "s") == 2 and piped.execute("XINFO", "GROUPS", "s")[0][1] == "g"
+    assert len(pipe.results) == 1 and len(pipe) == 0
+
+
+def test_a_transaction_with_a_command_refused_while_queuing_runs_nothing(piped: StreamStore) -> None:
+    version = piped.snapshot().version
+    pipe = piped.pipeline().execute_command("XADD", "s", "*", "f", "v").execute_command("XLEN")
+
+    with pytest.raises(ReplyError) as raised:
+        pipe.execute()
+
+    assert str(raised.value) == "EXECABORT Transaction discarded because of previous errors."
+    assert piped.snapshot().version == version
+
+
+def test_a_pipeline_without_transaction_answers_refused_commands_in_place_and_splits_its_commits(
+    piped: StreamStore,
+) -> None:
+    version = piped.snapshot().version or 0
+    pipe = piped.pipeline(transaction=False, max_batch=2, decode_responses=False)
+    for n in range(2, 6):
+        pipe.execute_command("XADD", "s", f"{n}-1", b"f", b"\xff")
+    pipe.execute_command("NOPE").execute_command("XLEN", "s")
+
+    replies = pipe.execute(raise_on_error=False)
+
+    assert replies[:4] == [b"2-1", b"3-1", b"4-1", b"5-1"]
+    assert str(replies[4]) == "ERR unknown command 'NOPE', with args beginning with: "
+    assert replies[5] == 5
+    assert [result.version for result in pipe.results] == [version + 1, version + 2, None]
+    assert piped.execute("XRANGE", "s", "5-1", "+", decode_responses=False) == [[b"5-1", [b"f", b"\xff"]]]

@@ -323,8 +323,34 @@ def _command_info(name: str) -> list[Any]:
     return [name, arity, [Status(flag) for flag in flags], *keys, [], [], [], []]
 
 
+_FUNCTION_ARITY = {
+    "flush": -2, "list": -2, "stats": 2, "delete": 3, "kill": 2, "load": -3, "dump": 2, "restore": -3, "help": 2,
+}  # fmt: skip
+
+
+@_connection_command("function", -2)
+def _function(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+    """FUNCTION as redis-server answers it with no library loaded; loading one is refused (the store runs
+    no scripts). Redis' own test suite starts with FUNCTION FLUSH."""
+    sub = check_subcommand(argv, _FUNCTION_ARITY)
+    if sub == "flush":
+        if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in ("ASYNC", "SYNC")):
+            raise ReplyError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+        return OK
+    if sub == "list":
+        return []
+    if sub == "stats":
+        engines = Map((("LUA", Map((("libraries_count", 0), ("functions_count", 0)))),))
+        return Map((("running_script", None), ("engines", engines)))
+    if sub == "delete":
+        raise ReplyError("ERR Library not found")
+    if sub == "kill":
+        raise ReplyError("NOTBUSY No scripts in execution right now.")
+    raise ReplyError(f"ERR streamclaim-server runs no functions: FUNCTION {argv[1].upper()} is not supported")
+
+
 # Connection commands with subcommands, which Redis checks before running or queuing them.
-_CONTAINERS = {"client": _CLIENT_ARITY, "command": _COMMAND_ARITY}
+_CONTAINERS = {"client": _CLIENT_ARITY, "command": _COMMAND_ARITY, "function": _FUNCTION_ARITY}
 
 
 @_connection_command("info", -1)

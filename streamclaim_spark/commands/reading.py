@@ -15,7 +15,13 @@ from dataclasses import dataclass, replace
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
 from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import SYNTAX, ReplyError, nogroup_xreadgroup
+from streamclaim_spark.errors import (
+    NOGROUP_BLOCKED_GROUP_DESTROYED,
+    SYNTAX,
+    UNBLOCKED_STREAM_DELETED,
+    ReplyError,
+    nogroup_xreadgroup,
+)
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id
 from streamclaim_spark.integers import LLONG_MAX
 from streamclaim_spark.lag import entries_read_after_delivery
@@ -262,17 +268,19 @@ def run_xread(ctx: Context, request: Read) -> list[StreamReply] | None:
 
 
 def has_new_entries(ctx: Context, request: Read) -> bool:
-    """Whether a blocked ``>`` read (or XREAD) would now be served: the cheap check between polls."""
+    """Whether a blocked ``>`` read (or XREAD) would now be served: the cheap check between polls.
+
+    A blocked XREADGROUP whose stream or group went away gets the error Redis unblocks it with."""
     for key, id_arg in zip(request.keys, request.id_args, strict=True):
         meta = ctx.snapshot.stream(key)
         if meta is None:
             if request.group is not None:
-                return True  # re-run so that the reader gets NOGROUP, as a woken Redis client would
+                raise ReplyError(UNBLOCKED_STREAM_DELETED)  # as Redis unblocks a reader of a deleted key
             continue
         if request.group is not None:
             group = ctx.snapshot.group(key, request.group)
             if group is None:
-                return True
+                raise ReplyError(NOGROUP_BLOCKED_GROUP_DESTROYED)
             after = group.last_id
         elif is_token(id_arg, "$"):
             continue

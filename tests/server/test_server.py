@@ -58,6 +58,16 @@ FRAMING_SCRIPT: list[tuple[str | bytes, ...]] = [
     ("CLIENT", "GETNAME"),
     ("CLIENT", "NOPE"),
     ("AUTH", "pw"),
+    # Redis' own test suite starts with FUNCTION FLUSH: answered as a server with no functions loaded.
+    ("FUNCTION", "FLUSH"),
+    ("FUNCTION", "FLUSH", "ASYNC"),
+    ("FUNCTION", "FLUSH", "X"),
+    ("FUNCTION", "LIST"),
+    ("FUNCTION", "STATS"),
+    ("FUNCTION", "DELETE", "lib"),
+    ("FUNCTION", "KILL"),
+    ("FUNCTION", "NOPE"),
+    ("FUNCTION",),
     ("FOO", "a" * 100, "b" * 100, "c"),
     ("XADD", "s"),
     # Binary payloads: every byte value, empty and repeated fields, bytes that are not UTF-8.
@@ -462,3 +472,19 @@ def test_transactions_get_the_bytes_redis_server_sends(
         for step, (connection, argv) in enumerate(TRANSACTION_SCRIPT):
             mine, reference = pairs[connection]
             assert mine.call(*argv) == reference.call(*argv), f"step {step}: reply to {argv!r:.80}"
+
+
+@pytest.mark.parametrize("removal", [("DEL", "s"), ("XGROUP", "DESTROY", "s", "g")], ids=["del", "destroy"])
+def test_a_blocked_xreadgroup_whose_stream_or_group_goes_away_gets_redis_unblocking_error(
+    served: StreamClaimServer, redis_server: RedisServer, removal: tuple[str, ...]
+) -> None:
+    replies = []
+    for port in (served.port, redis_server.port):
+        with RawConnection(port) as blocked, RawConnection(port) as other:
+            other.call("FLUSHALL")
+            other.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+            blocked.sock.sendall(encode(("XREADGROUP", "GROUP", "g", "c", "BLOCK", "60000", "STREAMS", "s", ">")))
+            time.sleep(0.3)
+            other.call(*removal)
+            replies.append(blocked.send(b"", replies=1)[0])
+    assert replies[0] == replies[1]

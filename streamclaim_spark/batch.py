@@ -37,6 +37,8 @@ from streamclaim_spark.transaction import (
 T = TypeVar("T")
 # commands.dispatch: runs one argv through its handler (the engine does not import the commands).
 Dispatch = Callable[[Runner, Sequence[str], Callable[[], bool]], Any]
+# commands.touched: the streams and groups a command will read, guessed from its argv.
+Touched = Callable[[Sequence[str]], list[tuple[str, tuple[str, ...]]]]
 # What WATCH remembers of a stream: None when absent, else what changes when its entries change.
 Signature = tuple[int, int] | None
 
@@ -133,11 +135,13 @@ def run_batch(
     units: Sequence[Unit],
     dispatch: Dispatch,
     *,
+    touched: Touched | None = None,
     load_limit: int = DEFAULT_LOAD_LIMIT,
     operation: str = "BATCH",
 ) -> BatchResult:
     """Runs the units' commands (argv lists) in order through ``dispatch`` (commands.dispatch) and
-    commits them once.
+    commits them once. ``touched`` (commands.touched) lets the batch read every stream and group its
+    commands name in one query up front.
 
     Errors that are not Redis errors (a bug, a failed Spark job) abort the whole batch and propagate:
     nothing of it commits.
@@ -147,6 +151,8 @@ def run_batch(
 
     def attempt(_: int) -> BatchResult:
         state = BatchSnapshot(session, runner.state_path, latest_version(session, runner.state_path), load_limit)
+        if touched is not None:
+            state.preload(t for unit in units for argv in unit.commands for t in touched(argv))
         txn = uuid.uuid4().hex
         batch_runner = BatchRunner(runner, state, runner.clock(), txn)
         results = [_run_unit(state, batch_runner, unit, dispatch) for unit in units]

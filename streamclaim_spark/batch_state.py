@@ -112,6 +112,24 @@ class BatchSnapshot(Snapshot):
             self._load(missing)
         return partitions
 
+    def preload(self, touched: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Loads, in one query, the partitions of these streams and groups when together they fit in
+        ``load_limit`` rows (commands.touched says which a batch's commands will read); otherwise each
+        partition is probed when first read, as without it."""
+        partitions: list[str] = []
+        for key, groups in touched:
+            self._owners.setdefault(stream_partition(key), (key, None))
+            partitions.append(stream_partition(key))
+            for group in groups:
+                self._owners.setdefault(group_partition(key, group), (key, group))
+                partitions.append(group_partition(key, group))
+        missing = sorted({p for p in partitions if p not in self._loaded and p not in self._too_big})
+        if len(missing) < 2:
+            return  # one partition: loading it when first read costs the same query
+        rows = super().frame().where(in_partitions(missing)).limit(self.load_limit + 1).collect()
+        if len(rows) <= self.load_limit:
+            self._keep(missing, rows)
+
     def _in_memory(self, partitions: Sequence[str]) -> bool:
         return all(p in self._loaded for p in partitions)
 
@@ -125,6 +143,10 @@ class BatchSnapshot(Snapshot):
                 for partition in partitions:
                     self._load([partition])
             return
+        self._keep(partitions, rows)
+
+    def _keep(self, partitions: Sequence[str], rows: Sequence[Any]) -> None:
+        """Holds ``rows``, all the rows of ``partitions``, in memory, with the batch's changes over them."""
         for partition in partitions:
             self._loaded[partition] = {}
         for spark_row in rows:

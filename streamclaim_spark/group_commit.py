@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 
 from streamclaim_spark.batch import Dispatch, Unit, UnitResult, run_batch
+from streamclaim_spark.commands import touched
 from streamclaim_spark.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,8 @@ class GroupCommitter:
     def _run(self, batch: list[_Waiting]) -> None:
         started = time.monotonic()
         try:
-            result = run_batch(self.runner, [w.unit for w in batch], self.dispatch, operation="GROUP COMMIT")
+            units = [w.unit for w in batch]
+            result = run_batch(self.runner, units, self.dispatch, touched=touched, operation="GROUP COMMIT")
         except Exception as error:
             if len(batch) == 1:
                 batch[0].error = error

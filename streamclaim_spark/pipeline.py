@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.batch import BatchResult, Unit, run_batch
 from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
-from streamclaim_spark.commands import dispatch, validate
+from streamclaim_spark.commands import dispatch, touched, validate
 from streamclaim_spark.errors import EXECABORT, ReplyError
 from streamclaim_spark.replies import decoded, encoded
 
@@ -89,7 +89,9 @@ class Pipeline:
         for start in range(0, len(runnable), max(size, 1)):
             chunk = runnable[start : start + size]
             unit = Unit([commands[i] for i in chunk])
-            result = run_batch(self.store.runner, [unit], dispatch, load_limit=self.load_limit, operation="PIPELINE")
+            result = run_batch(
+                self.store.runner, [unit], dispatch, touched=touched, load_limit=self.load_limit, operation="PIPELINE"
+            )
             self.results.append(result)
             for index, reply in zip(chunk, result.replies, strict=True):
                 replies[index] = reply

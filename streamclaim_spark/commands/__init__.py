@@ -67,6 +67,33 @@ def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] 
         _CANCELLED.reset(token)
 
 
+# Commands whose argv[1] is the key and argv[2] the group; XGROUP and XINFO name them after the subcommand.
+_KEY_AND_GROUP = {"xack", "xpending", "xclaim", "xautoclaim", "xackdel", "xnack"}
+
+
+def touched(argv: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The streams (and their groups) a command is likely to read, from its argv alone: what a batch
+    reads in one query before it runs its commands. A guess: a command reads whatever it needs anyway."""
+    name = argv[0].lower() if argv else ""
+    if name in _KEY_AND_GROUP and len(argv) > 2:
+        return [(argv[1], (argv[2],))]
+    if name in ("xgroup", "xinfo") and len(argv) > 2:
+        return [(argv[2], tuple(argv[3:4]) if len(argv) > 3 and argv[1].lower() != "stream" else ())]
+    if name in ("xread", "xreadgroup"):
+        upper = [token.upper() for token in argv]
+        if "STREAMS" not in upper:
+            return []
+        at = upper.index("STREAMS") + 1
+        keys = argv[at : at + (len(argv) - at) // 2]
+        groups = (argv[2],) if name == "xreadgroup" and len(argv) > 2 else ()
+        return [(key, groups) for key in keys]
+    if name in ("del", "exists"):
+        return [(key, ()) for key in argv[1:]]
+    if name.startswith("x") and len(argv) > 1:
+        return [(argv[1], ())]
+    return []
+
+
 def command_names() -> list[str]:
     """The data commands ``dispatch`` knows, lowercase (the server adds its connection commands)."""
     return sorted(_HANDLERS)

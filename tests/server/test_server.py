@@ -455,6 +455,26 @@ TRANSACTION_SCRIPT: list[tuple[int, tuple[str, ...]]] = [
 ]
 
 
+# RESP3 frames differently only nil (EXEC's null array is `_`) and maps (XREADGROUP, XINFO): its script is
+# the steps with those replies; every other reply is framed as in RESP2.
+RESP3_TRANSACTION_SCRIPT = [
+    (0, ("FLUSHALL",)),
+    (0, ("MULTI",)),
+    (0, ("XADD", "s", "1-0", "f", "v")),
+    (0, ("XGROUP", "CREATE", "s", "g", "0")),
+    (0, ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")),
+    (0, ("XREADGROUP", "GROUP", "g", "c", "BLOCK", "0", "STREAMS", "s", ">")),
+    (0, ("XINFO", "GROUPS", "s")),
+    (0, ("XADD", "s", "1-0", "f", "v")),
+    (0, ("EXEC",)),
+    (0, ("WATCH", "s")),
+    (1, ("XADD", "s", "2-0", "f", "v")),
+    (0, ("MULTI",)),
+    (0, ("XLEN", "s")),
+    (0, ("EXEC",)),
+]
+
+
 @pytest.mark.parametrize("protocol", [2, 3])
 def test_transactions_get_the_bytes_redis_server_sends(
     served: StreamClaimServer, redis_server: RedisServer, protocol: int
@@ -469,7 +489,8 @@ def test_transactions_get_the_bytes_redis_server_sends(
             ours.call("HELLO", "3")
             theirs.call("HELLO", "3")
         pairs = ((ours, theirs), (ours_other, theirs_other))
-        for step, (connection, argv) in enumerate(TRANSACTION_SCRIPT):
+        script = TRANSACTION_SCRIPT if protocol == 2 else RESP3_TRANSACTION_SCRIPT
+        for step, (connection, argv) in enumerate(script):
             mine, reference = pairs[connection]
             assert mine.call(*argv) == reference.call(*argv), f"step {step}: reply to {argv!r:.80}"
 

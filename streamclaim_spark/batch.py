@@ -149,14 +149,19 @@ def run_batch(
     session = runner.session()
     count = sum(len(unit.commands) for unit in units)
 
+    # One command reads what it needs, as outside a batch: loading whole partitions pays only when
+    # several commands read them.
+    single = count == 1 and not any(unit.watched for unit in units)
+
     def attempt(_: int) -> BatchResult:
-        state = BatchSnapshot(session, runner.state_path, latest_version(session, runner.state_path), load_limit)
+        at = latest_version(session, runner.state_path)
+        state = BatchSnapshot(session, runner.state_path, at, 0 if single else load_limit)
         if touched is not None:
             state.preload(t for unit in units for argv in unit.commands for t in touched(argv))
         txn = uuid.uuid4().hex
         batch_runner = BatchRunner(runner, state, runner.clock(), txn)
         results = [_run_unit(state, batch_runner, unit, dispatch) for unit in units]
-        plan = state.plan(txn)
+        plan = state.plan(txn, guard_reads=not single)
         version = None
         if not plan.empty:
             name = f"{operation} of {count} {txn}"

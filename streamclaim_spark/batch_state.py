@@ -108,7 +108,9 @@ class BatchSnapshot(Snapshot):
             partitions.append(partition)
         self._read.update(partitions)
         missing = [p for p in partitions if p not in self._loaded and p not in self._too_big]
-        if missing:
+        if missing and self.load_limit == 0:
+            self._too_big.update(missing)  # nothing is loaded: every read goes through Spark
+        elif missing:
             self._load(missing)
         return partitions
 
@@ -124,7 +126,7 @@ class BatchSnapshot(Snapshot):
                 self._owners.setdefault(group_partition(key, group), (key, group))
                 partitions.append(group_partition(key, group))
         missing = sorted({p for p in partitions if p not in self._loaded and p not in self._too_big})
-        if len(missing) < 2:
+        if len(missing) < 2 or self.load_limit == 0:
             return  # one partition: loading it when first read costs the same query
         rows = super().frame().where(in_partitions(missing)).limit(self.load_limit + 1).collect()
         if len(rows) <= self.load_limit:
@@ -362,11 +364,26 @@ class BatchSnapshot(Snapshot):
         writes = list(plan.writes)
         for frame in plan.frames:
             writes.extend(_frame_deletes(frame))
+        self._read_claimed_rows(writes)
         for write in writes:
             self._apply(write)
         if writes:
             self._scans.clear()
             self._overlaid = None
+
+    def _read_claimed_rows(self, writes: Sequence[Write]) -> None:
+        """Reads, in one query per group, the PEL rows that claims in a partition not held in memory
+        apply to and that no point lookup has read yet (a scan, e.g. XAUTOCLAIM's, leaves them uncached)."""
+        missing: dict[tuple[str, str], set[StreamId]] = {}
+        for write in writes:
+            if write.claim is None or write.partition in self._loaded or write.key() in self._changed:
+                continue
+            stream, group = write.row[C.STREAM], write.row[C.GROUP]
+            entry_id = stored_id(write.row)
+            if entry_id not in self._pending.get((stream, group), {}):
+                missing.setdefault((stream, group), set()).add(entry_id)
+        for (stream, group), ids in missing.items():
+            self.prefetch(Need(stream, (group,), pending_ids=tuple(sorted(ids))))
 
     def _apply(self, write: Write) -> None:
         key = write.key()
@@ -392,7 +409,9 @@ class BatchSnapshot(Snapshot):
             return self._changed[key][1]
         stream, group = identity[C.STREAM], identity[C.GROUP]
         entry_id = stored_id(identity)
-        pending = self._pending.get((stream, group), {}).get(entry_id)
+        known = self._pending.get((stream, group), {})
+        # _read_claimed_rows read every claimed row; a lookup here is only a fallback.
+        pending = known[entry_id] if entry_id in known else self.pending_by_id(stream, group, [entry_id]).get(entry_id)
         return None if pending is None else _full(pending_row(stream, group, pending, ""))
 
     def _remember_write(self, identity: Row, row: Row | None) -> None:
@@ -422,9 +441,11 @@ class BatchSnapshot(Snapshot):
 
     # --- the commit ---------------------------------------------------------------------------------
 
-    def plan(self, txn: str) -> Plan:
+    def plan(self, txn: str, guard_reads: bool = True) -> Plan:
         """Every row the batch changed, once, guarded on the versions the batch started from; and,
-        when it changes anything, a guard on each head it only read (the replies depend on them)."""
+        with ``guard_reads``, when it changes anything, a guard on each head it only read (the later
+        commands' replies and writes depend on them; a batch of one command guards what it decided
+        on itself, as a command outside a batch does)."""
         plan = Plan()
         for key, (identity, row) in self._changed.items():
             guarded = key in self._guards
@@ -438,8 +459,8 @@ class BatchSnapshot(Snapshot):
                 # A head deleted and created again: its version must still move past the one guarded on.
                 row = {**row, C.VERSION: expect + 1}
             plan.add(Write({**row, C.TXN: txn}, guard=guarded, expect_version=expect))
-        if plan.empty:
-            return plan  # nothing changed: no commit, and the replies hold at the snapshot's version
+        if plan.empty or not guard_reads:
+            return plan  # empty: no commit, and the replies hold at the snapshot's version
         for partition in sorted(self._read - plan.partitions):
             guard = self._read_guard(partition, txn)
             if guard is not None:

@@ -124,3 +124,27 @@ def test_a_pipeline_without_transaction_answers_refused_commands_in_place_and_sp
     assert replies[5] == 5
     assert [result.version for result in pipe.results] == [version + 1, version + 2, None]
     assert piped.execute("XRANGE", "s", "5-1", "+", decode_responses=False) == [[b"5-1", [b"f", b"\xff"]]]
+
+
+@pytest.mark.parametrize("load_limit", [0, 10_000], ids=["read-through-spark", "in-memory"])
+def test_claims_found_by_a_scan_move_their_entries_whether_the_pel_is_in_memory_or_read_through_spark(
+    make_store: Callable[..., StreamStore], load_limit: int
+) -> None:
+    clock = ManualClock(T0)
+    store = make_store(clock=clock)
+    for n in range(1, 5):
+        store.execute("XADD", "s", f"{n}-1", "f", "v")
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.execute("XREADGROUP", "GROUP", "g", "dead", "STREAMS", "s", ">")
+    clock.now = T0 + 60_000
+    pipe = store.pipeline(load_limit=load_limit)
+    pipe.execute_command("XAUTOCLAIM", "s", "g", "a", "1000", "0", "COUNT", "2", "JUSTID")
+    pipe.execute_command("XREADGROUP", "GROUP", "g", "b", "COUNT", "1", "CLAIM", "1000", "STREAMS", "s", ">")
+    pipe.execute_command("XACK", "s", "g", "1-1")
+
+    assert pipe.execute() == [["3-1", ["1-1", "2-1"], []], [["s", [["3-1", ["f", "v"], 60_000, 1]]]], 1]
+    assert store.execute("XPENDING", "s", "g", "-", "+", "10") == [
+        ["2-1", "a", 0, 1],  # JUSTID leaves the count
+        ["3-1", "b", 0, 2],
+        ["4-1", "dead", 60_000, 1],
+    ]

@@ -172,7 +172,9 @@ class BatchSnapshot(Snapshot):
         return (row for row in self._loaded[partition].values() if row[C.ROW_KIND] == kind)
 
     def _head(self, partition: str) -> Row | None:
-        return next((row for row in self._loaded[partition].values() if row[C.ROW_KIND] in C.HEAD_KINDS), None)
+        # schema.stream_partition / group_partition: "s" or "g" and a digest.
+        kind = C.KIND_STREAM if partition.startswith("s") else C.KIND_GROUP
+        return self._loaded[partition].get((partition, kind, None, None, None))
 
     # --- the table with the batch's writes over it ------------------------------------------------
 

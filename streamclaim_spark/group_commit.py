@@ -17,10 +17,14 @@ import collections
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from streamclaim_spark.batch import Dispatch, Unit, UnitResult, run_batch
-from streamclaim_spark.commands import touched
+from streamclaim_spark.commands import BLOCK_POLL_INTERVAL_S, reading, resolve_dollar, touched
+from streamclaim_spark.commands.args import require_text
+from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.runner import Runner
 
 log = logging.getLogger(__name__)
@@ -107,6 +111,33 @@ class GroupCommitter:
             raise waiting.error
         assert waiting.result is not None
         return waiting.result
+
+    def read_blocking(self, argv: list[str], cancelled: Callable[[], bool]) -> Any:
+        """XREAD/XREADGROUP with BLOCK: one pass in the next batch; when it finds nothing, the client
+        waits outside batches, polling the store as a blocked read does (commands.BLOCK_POLL_INTERVAL_S),
+        and once entries arrive its read runs in the batch after (so blocked readers of one group share
+        commits, as everything else does). Ends with nil at the timeout or when ``cancelled``."""
+        require_text(argv)
+        request = reading.parse_read(argv)
+        if argv[0].lower() == "xread":
+            request = resolve_dollar(self.runner, request)  # `$`: entries after the last ID at call time
+        once = reading.without_block(argv, request.id_args)
+        size = sum(len(arg) for arg in argv)
+        started = time.monotonic()
+        while True:
+            reply = self.submit(Unit([once]), size).replies[0]
+            if isinstance(reply, ReplyError):
+                raise reply
+            if reply is not None or request.block_ms is None:
+                return reply
+            while True:
+                if request.block_ms and (time.monotonic() - started) * 1000 >= request.block_ms:
+                    return None
+                if cancelled():
+                    return None
+                time.sleep(BLOCK_POLL_INTERVAL_S)
+                if self.runner.transact("blocked read poll", lambda ctx: reading.has_new_entries(ctx, request)):
+                    break
 
     def _loop(self) -> None:
         while True:

@@ -15,38 +15,38 @@ batches of at most ``max_batch`` commands each (no isolation between batches, as
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from streamclaim_spark.batch import BatchResult, Unit, run_batch
 from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import dispatch, touched, validate
+from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.errors import EXECABORT, ReplyError
 from streamclaim_spark.replies import decoded, encoded
-
-if TYPE_CHECKING:
-    from streamclaim_spark.store import StreamStore
+from streamclaim_spark.runner import Runner
 
 # Commands per commit of a pipeline with transaction=False.
 DEFAULT_MAX_BATCH = 1000
 
 
 class Pipeline:
-    """Commands queued for one batch; reusable after ``execute`` (its queue is then empty)."""
+    """Commands queued for one batch on ``runner`` (a store's: ``StreamStore.pipeline`` builds this);
+    reusable after ``execute`` (its queue is then empty)."""
 
     def __init__(
         self,
-        store: StreamStore,
+        runner: Runner,
         transaction: bool = True,
         *,
-        decode_responses: bool | None = None,
+        decode_responses: bool = True,
         max_batch: int = DEFAULT_MAX_BATCH,
         load_limit: int = DEFAULT_LOAD_LIMIT,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch}: give the most commands one commit may hold, at least 1")
-        self.store = store
+        self.runner = runner
         self.transaction = transaction
-        self.decode_responses = store.decode_responses if decode_responses is None else decode_responses
+        self.decode_responses = decode_responses
         self.max_batch = max_batch
         # Rows of one stream or group a batch reads into memory; bigger ones it reads through Spark.
         self.load_limit = load_limit
@@ -69,8 +69,6 @@ class Pipeline:
 
     def execute_command(self, *argv: str | bytes) -> Pipeline:
         """Queues one command given as its argv (str or bytes, as ``StreamStore.execute`` takes it)."""
-        from streamclaim_spark.store import decode_argv
-
         self.commands.append(decode_argv(argv))
         return self
 
@@ -90,7 +88,7 @@ class Pipeline:
             chunk = runnable[start : start + size]
             unit = Unit([commands[i] for i in chunk])
             result = run_batch(
-                self.store.runner, [unit], dispatch, touched=touched, load_limit=self.load_limit, operation="PIPELINE"
+                self.runner, [unit], dispatch, touched=touched, load_limit=self.load_limit, operation="PIPELINE"
             )
             self.results.append(result)
             for index, reply in zip(chunk, result.replies, strict=True):

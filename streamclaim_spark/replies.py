@@ -59,7 +59,7 @@ def decoded(reply: Any, entry_id: str | None = None) -> Any:
 def encoded(reply: Any) -> Any:
     """``reply`` with every text (IDs, names, status replies) as ``bytes`` and payloads unchanged: what
     redis-py returns with ``decode_responses=False``. A name given as bytes that are not UTF-8 comes back
-    as those bytes (arguments are decoded with ``surrogateescape``, store.decode_argv)."""
+    as those bytes (arguments are decoded with ``surrogateescape``, commands.args.decode_argv)."""
     if isinstance(reply, str):
         return reply.encode("utf-8", "surrogateescape")
     if isinstance(reply, list):

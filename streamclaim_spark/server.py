@@ -28,7 +28,7 @@ from typing import Any
 
 from streamclaim_spark.batch import Unit
 from streamclaim_spark.commands import command_names, dispatch, validate
-from streamclaim_spark.commands.args import check_arity, check_subcommand
+from streamclaim_spark.commands.args import check_arity, check_subcommand, decode_argv
 from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
 from streamclaim_spark.errors import EXECABORT, ReplyError
 from streamclaim_spark.group_commit import GroupCommitter
@@ -44,7 +44,7 @@ from streamclaim_spark.server_commands import (
     Quit,
 )
 from streamclaim_spark.server_transactions import IMMEDIATE, Queued
-from streamclaim_spark.store import StreamStore, decode_argv
+from streamclaim_spark.store import StreamStore
 from streamclaim_spark.wire import (
     NULL_ARRAY,
     ProtocolViolation,
@@ -310,8 +310,10 @@ class StreamClaimServer:
         self._check_command(client, name, argv)
         if name in CONNECTION_COMMANDS:
             return CONNECTION_COMMANDS[name][1](self, client, argv)
-        # Payloads go back on the wire exactly as stored, whatever the store's decode_responses.
-        return self.store.resp_reply(*raw, cancelled=lambda: self._stopping.is_set() or _peer_closed(sock))
+        # A blocking read (the only data command that is not grouped outside MULTI): its passes run in batches.
+        return self.committer.read_blocking(
+            decode_argv(raw), cancelled=lambda: self._stopping.is_set() or _peer_closed(sock)
+        )
 
     def _check_command(self, client: Client, name: str, argv: list[str]) -> None:
         """The checks Redis makes before it runs or queues a command: known, arity, AUTH, allowed here."""

@@ -14,7 +14,7 @@ import platform
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streamclaim_spark.commands import command_arity, command_names
 from streamclaim_spark.commands.args import check_subcommand
@@ -24,7 +24,27 @@ from streamclaim_spark.server_transactions import Transaction
 from streamclaim_spark.wire import Map
 
 if TYPE_CHECKING:
-    from streamclaim_spark.server import StreamClaimServer
+    from streamclaim_spark.config import ServerConfig
+    from streamclaim_spark.group_commit import GroupCommitter
+    from streamclaim_spark.server_transactions import Queued
+    from streamclaim_spark.store import StreamStore
+
+
+class Server(Protocol):
+    """What the connection commands need of the server (server.StreamClaimServer)."""
+
+    store: StreamStore
+    config: ServerConfig
+    committer: GroupCommitter
+    port: int
+    started: float
+
+    def check_password(self, user: str, password: str) -> bool: ...
+
+    def clients(self) -> list[Client]: ...
+
+    def exec_transaction(self, client: Client, queued: Queued) -> Any: ...
+
 
 # The Redis version whose replies the store reproduces (tests/parity runs against it).
 REDIS_COMPAT_VERSION = "7.0.15"
@@ -75,7 +95,7 @@ class Quit(Exception):
 # --- connection-level commands -------------------------------------------------------------------------------
 
 # name -> (arity, handler); the handler gets the server, the client and the decoded argv.
-_Handler = Callable[["StreamClaimServer", Client, list[str]], Any]
+_Handler = Callable[["Server", Client, list[str]], Any]
 CONNECTION_COMMANDS: dict[str, tuple[int, _Handler]] = {}
 # Commands a client may send before AUTH (Redis' CMDNO_AUTH).
 NO_AUTH = {"auth", "hello", "quit"}
@@ -93,24 +113,24 @@ def _connection_command(name: str, arity: int) -> Callable[[_Handler], _Handler]
 
 
 @_connection_command("ping", -1)
-def _ping(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _ping(server: Server, client: Client, argv: list[str]) -> Any:
     if len(argv) > 2:
         raise wrong_arity("ping")
     return Status("PONG") if len(argv) == 1 else argv[1]
 
 
 @_connection_command("echo", 2)
-def _echo(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _echo(server: Server, client: Client, argv: list[str]) -> Any:
     return argv[1]
 
 
 @_connection_command("quit", -1)
-def _quit(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _quit(server: Server, client: Client, argv: list[str]) -> Any:
     raise Quit
 
 
 @_connection_command("auth", -2)
-def _auth(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _auth(server: Server, client: Client, argv: list[str]) -> Any:
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
     if len(argv) == 2 and not server.config.requirepass:
@@ -123,7 +143,7 @@ def _auth(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
 
 
 @_connection_command("hello", -1)
-def _hello(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _hello(server: Server, client: Client, argv: list[str]) -> Any:
     protocol = client.protocol
     if len(argv) >= 2:
         try:
@@ -160,36 +180,36 @@ def _hello(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
 
 
 @_connection_command("multi", 1)
-def _multi(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _multi(server: Server, client: Client, argv: list[str]) -> Any:
     client.transaction.begin()
     return OK
 
 
 @_connection_command("discard", 1)
-def _discard(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _discard(server: Server, client: Client, argv: list[str]) -> Any:
     client.transaction.discard()
     return OK
 
 
 @_connection_command("watch", -2)
-def _watch(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _watch(server: Server, client: Client, argv: list[str]) -> Any:
     client.transaction.watch(server.store.snapshot(), argv[1:])
     return OK
 
 
 @_connection_command("unwatch", 1)
-def _unwatch(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _unwatch(server: Server, client: Client, argv: list[str]) -> Any:
     client.transaction.unwatch()
     return OK
 
 
 @_connection_command("exec", 1)
-def _exec(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _exec(server: Server, client: Client, argv: list[str]) -> Any:
     return server.exec_transaction(client, client.transaction.take())
 
 
 @_connection_command("select", 2)
-def _select(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _select(server: Server, client: Client, argv: list[str]) -> Any:
     try:
         index = int(argv[1])
     except ValueError:
@@ -221,7 +241,7 @@ _CLIENT_HELP = [
 
 
 @_connection_command("client", -2)
-def _client(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _client(server: Server, client: Client, argv: list[str]) -> Any:
     sub = check_subcommand(argv, _CLIENT_ARITY)
     if sub == "id":
         return client.id
@@ -253,7 +273,7 @@ _COMMAND_ARITY = {"count": 2, "info": -2, "docs": -2, "list": -2, "help": 2}
 
 
 @_connection_command("command", -1)
-def _command(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _command(server: Server, client: Client, argv: list[str]) -> Any:
     if len(argv) == 1:
         return [_command_info(name) for name in _all_commands()]
     sub = check_subcommand(argv, _COMMAND_ARITY)
@@ -299,7 +319,7 @@ _FUNCTION_ARITY = {
 
 
 @_connection_command("function", -2)
-def _function(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _function(server: Server, client: Client, argv: list[str]) -> Any:
     """FUNCTION as redis-server answers it with no library loaded; loading one is refused (the store runs
     no scripts). Redis' own test suite starts with FUNCTION FLUSH."""
     sub = check_subcommand(argv, _FUNCTION_ARITY)
@@ -324,7 +344,7 @@ CONTAINERS = {"client": _CLIENT_ARITY, "command": _COMMAND_ARITY, "function": _F
 
 
 @_connection_command("info", -1)
-def _info(server: StreamClaimServer, client: Client, argv: list[str]) -> Any:
+def _info(server: Server, client: Client, argv: list[str]) -> Any:
     wanted = {section.lower() for section in argv[1:]} or {"default"}
     everything = bool(wanted & {"all", "everything", "default"})
     sections = []

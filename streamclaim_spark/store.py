@@ -19,10 +19,9 @@ from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelecti
 from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
-from streamclaim_spark.commands.args import is_text
+from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.object_store import WriterSafety
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.replies import decoded, encoded
@@ -267,36 +266,11 @@ class StreamStore:
         ``max_batch`` commands (see pipeline.Pipeline). A stream or group of at most ``load_limit`` rows
         is read into memory once per batch; bigger ones are read through Spark by each command.
         """
-        return Pipeline(
-            self, transaction, decode_responses=decode_responses, max_batch=max_batch, load_limit=load_limit
-        )
+        decode = self.decode_responses if decode_responses is None else decode_responses
+        return Pipeline(self.runner, transaction, decode_responses=decode, max_batch=max_batch, load_limit=load_limit)
 
     def resp_reply(self, *argv: str | bytes, cancelled: Callable[[], bool] | None = None) -> Any:
         """Runs one Redis command like ``execute`` and returns its reply typed as RESP frames it: bulk
         replies ``str``, status replies ``replies.Status``, payloads ``bytes`` exactly as stored. The server
         writes this to the wire; ``execute`` turns it into what redis-py returns."""
         return dispatch(self.runner, decode_argv(argv), cancelled)
-
-
-def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
-    """Turns a client's argv into text tokens, keeping every byte of every argument.
-
-    UTF-8 bytes become ``str``; other bytes are decoded with ``surrogateescape``, so each byte that is
-    not UTF-8 becomes one lone surrogate that ``payload_bytes`` turns back into that byte. Names, IDs
-    and options must be text (``commands.args.require_text`` refuses the rest); field names and values
-    may be any bytes. A ``str`` argument with lone surrogates of its own is refused here: it has no
-    bytes to stand for.
-    """
-    decoded = []
-    for position, value in enumerate(argv):
-        if isinstance(value, bytes | bytearray):
-            value = bytes(value).decode("utf-8", "surrogateescape")
-        elif not isinstance(value, str):
-            raise TypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
-        elif not is_text(value):
-            raise ReplyError(
-                f"ERR argument {position} is not valid UTF-8 text (it holds lone surrogates); "
-                "pass bytes or well-formed str"
-            )
-        decoded.append(value)
-    return decoded

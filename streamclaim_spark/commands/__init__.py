@@ -235,12 +235,13 @@ def _xreadgroup(runner: Runner, argv: Sequence[str]) -> Any:
 def _xread(runner: Runner, argv: Sequence[str]) -> Any:
     request = reading.parse_read(argv)
     if request.block_ms is not None:
-        request = _resolve_dollar(runner, request)
+        request = resolve_dollar(runner, request)
     return _read_with_block(runner, "XREAD", request, reading.run_xread)
 
 
-def _resolve_dollar(runner: Runner, request: reading.Read) -> reading.Read:
-    """A blocked XREAD waits for entries after the last ID at call time, as Redis rewrites ``$``."""
+def resolve_dollar(runner: Runner, request: reading.Read) -> reading.Read:
+    """A blocked XREAD waits for entries after the last ID at call time, as Redis rewrites ``$``
+    (``0-0`` for a missing key)."""
     from dataclasses import replace
 
     snapshot = runner.snapshot()

@@ -10,7 +10,7 @@ from streamclaim_spark.integers import parse_ll
 
 
 def is_text(token: str) -> bool:
-    """True when ``token`` is well-formed text: no lone surrogate (``store.decode_argv`` turns each byte
+    """True when ``token`` is well-formed text: no lone surrogate (``decode_argv`` turns each byte
     of a non-UTF-8 argument into one)."""
     try:
         token.encode("utf-8")
@@ -31,7 +31,7 @@ def require_text(argv: Sequence[str], end: int | None = None) -> None:
 
 
 def payload_bytes(token: str) -> bytes:
-    """A field name or value argument as the exact bytes the client sent (see ``store.decode_argv``)."""
+    """A field name or value argument as the exact bytes the client sent (see ``decode_argv``)."""
     return token.encode("utf-8", "surrogateescape")
 
 
@@ -73,3 +73,27 @@ def check_subcommand(argv: Sequence[str], arities: dict[str, int]) -> str:
         raise unknown_subcommand(argv[1], argv[0].upper())
     check_arity(argv, arities[sub], f"{argv[0].lower()}|{sub}")
     return sub
+
+
+def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
+    """Turns a client's argv into text tokens, keeping every byte of every argument.
+
+    UTF-8 bytes become ``str``; other bytes are decoded with ``surrogateescape``, so each byte that is
+    not UTF-8 becomes one lone surrogate that ``payload_bytes`` turns back into that byte. Names, IDs
+    and options must be text (``commands.args.require_text`` refuses the rest); field names and values
+    may be any bytes. A ``str`` argument with lone surrogates of its own is refused here: it has no
+    bytes to stand for.
+    """
+    decoded = []
+    for position, value in enumerate(argv):
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", "surrogateescape")
+        elif not isinstance(value, str):
+            raise TypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
+        elif not is_text(value):
+            raise ReplyError(
+                f"ERR argument {position} is not valid UTF-8 text (it holds lone surrogates); "
+                "pass bytes or well-formed str"
+            )
+        decoded.append(value)
+    return decoded

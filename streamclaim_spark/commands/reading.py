@@ -124,6 +124,26 @@ def parse_read(argv: Sequence[str]) -> Read:
     return Read(keys, ids, group, consumer, count, block_ms, noack, claim_min_idle)
 
 
+def without_block(argv: Sequence[str], ids: Sequence[str] | None = None) -> list[str]:
+    """The argv of a read (that ``parse_read`` accepted) without its BLOCK option: the one pass a
+    server runs in a batch while the client waits; ``ids`` replaces the IDs after the keys."""
+    kept = [argv[0]]
+    i = 1
+    while i < len(argv):
+        if is_word(argv[i], "STREAMS"):
+            half = (len(argv) - i - 1) // 2
+            kept += argv[i : i + 1 + half]
+            kept += list(ids) if ids is not None else argv[i + 1 + half :]
+            break
+        if is_word(argv[i], "BLOCK"):
+            i += 2
+            continue
+        width = 3 if is_word(argv[i], "GROUP") else 1 if is_word(argv[i], "NOACK") else 2
+        kept += argv[i : i + width]
+        i += width
+    return kept
+
+
 def run_xreadgroup(ctx: Context, request: Read) -> list[StreamReply] | None:
     """One synchronous pass of XREADGROUP; None when no stream was served (Redis' null array)."""
     group_name, consumer_name = request.group, request.consumer

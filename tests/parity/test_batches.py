@@ -20,10 +20,10 @@ import pytest
 from streamclaim_spark import StreamStore
 from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import validate
+from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.config import ServerConfig
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.server import StreamClaimServer
-from streamclaim_spark.store import decode_argv
 from tests.parity.harness import Outcome, Pause, Step, assert_same_outcomes, run_on
 from tests.parity.scenarios import SCENARIOS
 from tests.parity.test_parity import _like_server

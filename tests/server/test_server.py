@@ -509,3 +509,35 @@ def test_a_blocked_xreadgroup_whose_stream_or_group_goes_away_gets_redis_unblock
             other.call(*removal)
             replies.append(blocked.send(b"", replies=1)[0])
     assert replies[0] == replies[1]
+
+
+def test_blocked_readers_of_one_group_are_served_in_shared_batches_when_entries_arrive(
+    served: StreamClaimServer,
+) -> None:
+    readers = 6
+    served.store.execute("XGROUP", "CREATE", "blocked", "g", "$", "MKSTREAM")
+    before = _batch_stats(served)
+    got: dict[int, Any] = {}
+
+    def read(n: int) -> None:
+        with redis.Redis(port=served.port, decode_responses=True, socket_timeout=600) as client:
+            got[n] = client.xreadgroup("g", f"c{n}", {"blocked": ">"}, count=1, block=120_000)
+
+    threads = [threading.Thread(target=read, args=(n,)) for n in range(readers)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)
+    with redis.Redis(port=served.port, decode_responses=True, socket_timeout=600) as writer:
+        pipe = writer.pipeline(transaction=False)
+        for n in range(readers):
+            pipe.xadd("blocked", {"n": str(n)})
+        added = pipe.execute()
+    for thread in threads:
+        thread.join()
+
+    delivered = sorted(entries[0][0] for reply in got.values() for _, entries in reply)
+    assert delivered == sorted(added)  # each entry to exactly one blocked reader
+    after = _batch_stats(served)
+    # The readers' first passes, the writer's pipeline and the reads after it: fewer batches than passes.
+    assert after["batched_commands"] - before["batched_commands"] >= 2 * readers + 1
+    assert after["batches"] - before["batches"] < 2 * readers + 1

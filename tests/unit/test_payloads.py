@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.commands.args import payload_bytes, require_text
+from streamclaim_spark.commands.args import decode_argv, payload_bytes, require_text
 from streamclaim_spark.commands.streams import parse_xadd
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.replies import OK, PayloadNotTextError, decoded, encoded
-from streamclaim_spark.store import decode_argv
 
 EVERY_BYTE = bytes(range(256))
 

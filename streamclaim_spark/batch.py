@@ -15,6 +15,7 @@ if those heads are still as it read them.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ from streamclaim_spark.transaction import (
 )
 
 T = TypeVar("T")
+# How long a partition found too big to load is read through Spark without probing it again (a probe
+# reads load_limit rows; a stream or PEL rarely shrinks below the limit within a minute).
+BIG_PARTITION_MEMORY_S = 60.0
 # commands.dispatch: runs one argv through its handler (the engine does not import the commands).
 Dispatch = Callable[[Runner, Sequence[str], Callable[[], bool]], Any]
 # commands.touched: the streams and groups a command will read, guessed from its argv.
@@ -155,12 +159,16 @@ def run_batch(
 
     def attempt(_: int) -> BatchResult:
         at = latest_version(session, runner.state_path)
-        state = BatchSnapshot(session, runner.state_path, at, 0 if single else load_limit)
+        now = time.monotonic()
+        known_big = [p for p, seen in list(runner.big_partitions.items()) if now - seen < BIG_PARTITION_MEMORY_S]
+        state = BatchSnapshot(session, runner.state_path, at, 0 if single else load_limit, known_big)
         if touched is not None:
             state.preload(t for unit in units for argv in unit.commands for t in touched(argv))
         txn = uuid.uuid4().hex
         batch_runner = BatchRunner(runner, state, runner.clock(), txn)
         results = [_run_unit(state, batch_runner, unit, dispatch) for unit in units]
+        for partition in state.found_big:
+            runner.big_partitions[partition] = time.monotonic()
         plan = state.plan(txn, guard_reads=not single)
         version = None
         if not plan.empty:

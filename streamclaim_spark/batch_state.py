@@ -82,13 +82,22 @@ class BatchSnapshot(Snapshot):
     """A snapshot at ``version`` that also shows the writes ``apply`` has played into it."""
 
     def __init__(
-        self, spark: SparkSession, table_path: str, version: int | None, load_limit: int = DEFAULT_LOAD_LIMIT
+        self,
+        spark: SparkSession,
+        table_path: str,
+        version: int | None,
+        load_limit: int = DEFAULT_LOAD_LIMIT,
+        known_big: Iterable[str] = (),
     ) -> None:
         super().__init__(spark, table_path, version)
         self.load_limit = load_limit
         self._loaded: dict[str, dict[Key, Row]] = {}
         self._loaded_at_start: set[Key] = set()
-        self._too_big: set[str] = set()
+        # Partitions read through Spark: ``known_big`` (found too big by recent batches, so not probed
+        # again) and those this batch finds over ``load_limit`` (``found_big``).
+        self._too_big: set[str] = set(known_big)
+        self.found_big: set[str] = set()
+        self._preload_failed = False
         self._owners: dict[str, Owner] = {}
         self._read: set[str] = set()
         # Every row the batch changed: its identity columns and its current row (None: deleted).
@@ -131,16 +140,23 @@ class BatchSnapshot(Snapshot):
         rows = super().frame().where(in_partitions(missing)).limit(self.load_limit + 1).collect()
         if len(rows) <= self.load_limit:
             self._keep(missing, rows)
+        else:
+            self._preload_failed = True  # some are big: probe each alone when first read
 
     def _in_memory(self, partitions: Sequence[str]) -> bool:
         return all(p in self._loaded for p in partitions)
 
     def _load(self, partitions: Sequence[str]) -> None:
         """One query for the partitions' rows; a partition over ``load_limit`` rows stays in Spark."""
+        if len(partitions) > 1 and self._preload_failed:
+            for partition in partitions:
+                self._load([partition])
+            return
         rows = super().frame().where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
         if len(rows) > self.load_limit:
             if len(partitions) == 1:
                 self._too_big.add(partitions[0])
+                self.found_big.add(partitions[0])
             else:
                 for partition in partitions:
                     self._load([partition])

@@ -37,6 +37,9 @@ class Runner:
         self.retry_policy = retry_policy
         self.rows_per_file = rows_per_file
         self._local = threading.local()
+        # Partitions a batch found too big to read into memory, and when (batch.py reads them through
+        # Spark for a while without probing them again).
+        self.big_partitions: dict[str, float] = {}
 
     def session(self) -> SparkSession:
         """This thread's session: a child of the store's session sharing its SparkContext."""

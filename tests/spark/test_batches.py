@@ -12,12 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
+from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.batch import Unit, run_batch, watch_signatures
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.runner import Runner
+from streamclaim_spark.schema import stream_partition
+from streamclaim_spark.spark_jobs import count_jobs
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
@@ -148,3 +151,26 @@ def test_claims_found_by_a_scan_move_their_entries_whether_the_pel_is_in_memory_
         ["3-1", "b", 0, 2],
         ["4-1", "dead", 60_000, 1],
     ]
+
+
+def test_a_partition_found_too_big_to_load_is_read_through_spark_by_later_batches_without_a_probe(
+    spark: SparkSession, make_store: Callable[..., StreamStore]
+) -> None:
+    store = make_store(clock=ManualClock(T0))
+    for n in range(1, 5):
+        store.execute("XADD", "s", f"{n}-1", "f", "v")
+    store.execute("XLEN", "s")  # reads the new version's log state, which the batches below then share
+
+    def batch() -> tuple[int, list[Any]]:
+        pipe = store.pipeline(load_limit=2).execute_command("XLEN", "s")
+        pipe.execute_command("XRANGE", "s", "-", "+", "COUNT", "1")
+        with count_jobs(spark.sparkContext) as counted:
+            replies = pipe.execute()
+        return counted.jobs, replies
+
+    probing, first = batch()
+    assert stream_partition("s") in store.runner.big_partitions
+    remembering, second = batch()
+
+    assert first == second == [4, [["1-1", ["f", "v"]]]]
+    assert probing - remembering == 2  # the probe: one Delta query of load_limit + 1 rows

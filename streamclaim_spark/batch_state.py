@@ -137,7 +137,7 @@ class BatchSnapshot(Snapshot):
         missing = sorted({p for p in partitions if p not in self._loaded and p not in self._too_big})
         if len(missing) < 2 or self.load_limit == 0:
             return  # one partition: loading it when first read costs the same query
-        rows = super().frame().where(in_partitions(missing)).limit(self.load_limit + 1).collect()
+        rows = self._probe(missing)
         if len(rows) <= self.load_limit:
             self._keep(missing, rows)
         else:
@@ -152,7 +152,7 @@ class BatchSnapshot(Snapshot):
             for partition in partitions:
                 self._load([partition])
             return
-        rows = super().frame().where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
+        rows = self._probe(partitions)
         if len(rows) > self.load_limit:
             if len(partitions) == 1:
                 self._too_big.add(partitions[0])
@@ -162,6 +162,10 @@ class BatchSnapshot(Snapshot):
                     self._load([partition])
             return
         self._keep(partitions, rows)
+
+    def _probe(self, partitions: Sequence[str]) -> list[Any]:
+        """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load)."""
+        return super().frame().where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
 
     def _keep(self, partitions: Sequence[str], rows: Sequence[Any]) -> None:
         """Holds ``rows``, all the rows of ``partitions``, in memory, with the batch's changes over them."""

@@ -348,21 +348,17 @@ class StreamClaimServer:
             if result.aborted:
                 return Framed(b"_\r\n" if client.protocol == 3 else NULL_ARRAY)
             replies = list(result.replies)
+        answers = iter(replies)
         parts = [b"*%d\r\n" % len(queued.requests)]
         for raw, name in zip(queued.requests, names, strict=True):
-            argv = [arg.decode("utf-8", "replace") for arg in raw]
-            try:
-                if name in CONNECTION_COMMANDS:
-                    reply = CONNECTION_COMMANDS[name][1](self, client, argv)
-                else:
-                    reply = replies.pop(0)
-                    if isinstance(reply, ReplyError):
-                        raise reply
-                if client.protocol == 3:
-                    reply = as_resp3(reply, argv[:3])
-                parts.append(encode_reply(reply, name, client.protocol))
-            except ReplyError as error:
-                parts.append(encode_error(error.line))
+            if name in CONNECTION_COMMANDS:
+                try:
+                    reply = CONNECTION_COMMANDS[name][1](self, client, [arg.decode("utf-8", "replace") for arg in raw])
+                except ReplyError as error:
+                    reply = error
+            else:
+                reply = next(answers)
+            parts.append(self._framed(client, raw, name, reply))
         return Framed(b"".join(parts))
 
 

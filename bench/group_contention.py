@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.schema import bucket_of, group_partition
+from streamclaim_spark.partitions import bucket_of, group_partition
 from streamclaim_spark.session import build_session
 
 GROUP = "workers"

@@ -7,9 +7,9 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 from __future__ import annotations
 
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
+from streamclaim_spark.model import RefPolicy
 from streamclaim_spark.replies import PayloadNotTextError
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy

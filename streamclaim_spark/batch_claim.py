@@ -19,12 +19,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark import claim as claims
-from streamclaim_spark.commands.streams import put_group
+from streamclaim_spark.columns import id_text
+from streamclaim_spark.commands import claim as claims
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, Write, consumer_row
-from streamclaim_spark.schema import group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import id_text
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.transaction import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -44,6 +44,7 @@ from streamclaim_spark.transaction import (
     run_with_retries,
     stale_snapshot_error,
 )
+from streamclaim_spark.writes import put_group
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner

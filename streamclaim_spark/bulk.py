@@ -17,17 +17,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.columns import id_at_least, id_at_most, id_text, stored_id
 from streamclaim_spark.commands.args import is_token
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.commands.streams import RefPolicy, delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError, nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
-from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
-from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import Need, id_at_least, id_at_most, id_text, stored_id
+from streamclaim_spark.model import ConsumerMeta, GroupMeta, RefPolicy, StreamMeta, Write, consumer_row, group_head_row
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, in_partitions
+from streamclaim_spark.snapshot import Need
 from streamclaim_spark.transaction import json_frame, source_frame, source_frame_for_deletes
+from streamclaim_spark.writes import delete_pending_ids, put_group, put_stream_head
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner

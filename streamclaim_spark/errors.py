@@ -53,6 +53,24 @@ XGROUP_KEY_REQUIRED = (
     "MKSTREAM option to create an empty stream automatically."
 )
 
+# XADD, XTRIM and XSETID.
+ERR_MAXLEN_AND_MINID = "ERR syntax error, MAXLEN and MINID options at the same time are not compatible"
+ERR_MAXLEN_NEGATIVE = "ERR The MAXLEN argument must be >= 0."
+ERR_LIMIT_NEGATIVE = "ERR The LIMIT argument must be >= 0."
+ERR_LIMIT_WITHOUT_STRATEGY = "ERR syntax error, LIMIT cannot be used without specifying a trimming strategy"
+ERR_LIMIT_WITHOUT_APPROX = "ERR syntax error, LIMIT cannot be used without the special ~ option"
+ERR_XTRIM_NO_STRATEGY = "ERR syntax error, XTRIM must be called with a trimming strategy"
+ERR_XADD_ZERO_ID = "ERR The ID specified in XADD must be greater than 0-0"
+ERR_XADD_ID_TOO_SMALL = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
+ERR_ELEMENTS_TOO_LARGE = "ERR Elements are too large to be stored"
+ERR_XADD_EXHAUSTED = "ERR The stream has exhausted the last possible ID, unable to add more items"
+ERR_XSETID_SMALLER_THAN_PROVIDED_MAX_DELETED = (
+    "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id"
+)
+ERR_XSETID_SMALLER_THAN_TOP = "ERR The ID specified in XSETID is smaller than the target stream top item"
+ERR_XSETID_ENTRIES_ADDED_SMALL = "ERR The entries_added specified in XSETID is smaller than the target stream length"
+ERR_ENTRIES_ADDED_NEGATIVE = "ERR entries_added must be positive"
+
 
 # How much of a client's argument Redis quotes in an error line (``%.128s``).
 _SHOWN_MAX = 128

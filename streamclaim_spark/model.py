@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import ZERO_ID, StreamId, to_stored
-from streamclaim_spark.schema import group_partition, stream_partition
+from streamclaim_spark.partitions import group_partition, stream_partition
 
 # Field names and values are bytes, exactly as the client sent them (Redis streams are binary-safe).
 FieldPairs = tuple[tuple[bytes, bytes], ...]
@@ -101,6 +102,18 @@ def nack_time(now: int, after: int | None) -> int:
     (``after``, the zone's largest time, None when empty), so the zone stays FIFO within one ms."""
     slot = NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS
     return slot if after is None or after < slot else after + 1
+
+
+class RefPolicy(Enum):
+    """What deleting an entry does to the consumer groups' references to it (Redis 8.2).
+
+    KEEPREF (the default) leaves PEL entries dangling, as XDEL does; DELREF removes the ID from every
+    group's PEL; ACKED deletes only entries no group references: in no PEL, and read by every group.
+    """
+
+    KEEPREF = "KEEPREF"
+    DELREF = "DELREF"
+    ACKED = "ACKED"
 
 
 @dataclass(frozen=True)

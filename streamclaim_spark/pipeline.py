@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from streamclaim_spark.batch import BatchResult, Unit, run_batch
-from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
+from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import dispatch, touched, validate
 from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.errors import EXECABORT, ReplyError

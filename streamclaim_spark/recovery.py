@@ -39,12 +39,14 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.batch_claim import StaleSelection, pending_with_fields, selected_groups
+from streamclaim_spark.columns import by_bytes, id_text
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.context import Context
 from streamclaim_spark.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE, GroupMeta
 from streamclaim_spark.object_store import MULTI_WRITER, WriterMode
-from streamclaim_spark.schema import STATE_SCHEMA, group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import Snapshot, by_bytes, id_text
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import STATE_SCHEMA, in_partitions
+from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.tables import (
     RECOVERY_GROUP_SCHEMA,
     RECOVERY_RUNS_SCHEMA,

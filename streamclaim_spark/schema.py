@@ -14,7 +14,6 @@ after any lost race.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 
 from pyspark.sql import Column
@@ -29,6 +28,19 @@ from pyspark.sql.types import (
 )
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.partitions import BUCKET_HEX_CHARS, bucket_of, group_partition, stream_partition
+
+__all__ = [
+    "BUCKET_HEX_CHARS",
+    "COLUMN_NAMES",
+    "FIELD_PAIR",
+    "STATE_SCHEMA",
+    "bucket_column",
+    "bucket_of",
+    "group_partition",
+    "in_partitions",
+    "stream_partition",
+]
 
 # An entry's field/value pair: bytes, as Redis streams are binary-safe (SQL: CAST(value AS STRING)).
 FIELD_PAIR = StructType(
@@ -71,35 +83,7 @@ STATE_SCHEMA = StructType(
     ]
 )
 
-# Hex digits of a partition's digest that make its bucket: 16 buckets per kind (stream, group).
-BUCKET_HEX_CHARS = 1
-
 COLUMN_NAMES = tuple(field.name for field in STATE_SCHEMA.fields)
-
-
-def stream_partition(stream: str) -> str:
-    """Partition holding the stream's head row and its entries.
-
-    Names are hashed because Redis names may be empty or arbitrarily long, which Hive-style
-    partition directories cannot represent (an empty value would read back as null).
-    """
-    return "s" + _digest(stream.encode())
-
-
-def group_partition(stream: str, group: str) -> str:
-    """Partition holding a consumer group's head row, its consumers and its pending entries."""
-    stream_bytes = stream.encode()
-    # Length-prefix the stream name so ("ab", "c") and ("a", "bc") never share a partition.
-    return "g" + _digest(len(stream_bytes).to_bytes(8, "big") + stream_bytes + group.encode())
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:24]
-
-
-def bucket_of(partition_id: str) -> str:
-    """The Delta partition (bucket) that holds ``partition_id``'s rows: its kind letter and first digit(s)."""
-    return partition_id[: 1 + BUCKET_HEX_CHARS]
 
 
 def bucket_column(partition_id: Column) -> Column:

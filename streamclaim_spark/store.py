@@ -15,13 +15,13 @@ from typing import Any, TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import batch_claim, bulk
+from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import decode_argv
-from streamclaim_spark.commands.streams import RefPolicy
 from streamclaim_spark.context import Context
+from streamclaim_spark.model import RefPolicy
 from streamclaim_spark.object_store import WriterSafety
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.replies import decoded, encoded

@@ -36,10 +36,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.columns import id_between
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
-from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, bucket_of
-from streamclaim_spark.snapshot import id_between
+from streamclaim_spark.partitions import bucket_of
+from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
 
 log = logging.getLogger(__name__)
 

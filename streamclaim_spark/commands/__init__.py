@@ -11,8 +11,7 @@ from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from streamclaim_spark import claim
-from streamclaim_spark.commands import groups, nack, pending, reading, references, streams
+from streamclaim_spark.commands import claim, groups, nack, pending, reading, references, streams, trimming
 from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token, require_text
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
 from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
@@ -137,8 +136,8 @@ def _xdel(runner: Runner, argv: Sequence[str]) -> Any:
 
 @command("xtrim", -4)
 def _xtrim(runner: Runner, argv: Sequence[str]) -> Any:
-    trim = streams.parse_xtrim(argv)
-    return runner.transact("XTRIM", lambda ctx: streams.run_xtrim(ctx, argv[1], trim))
+    trim = trimming.parse_xtrim(argv)
+    return runner.transact("XTRIM", lambda ctx: trimming.run_xtrim(ctx, argv[1], trim))
 
 
 @command("xsetid", -3)

@@ -14,7 +14,6 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.commands.streams import put_group, put_stream_head
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import (
     BUSYGROUP,
@@ -28,9 +27,11 @@ from streamclaim_spark.errors import (
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
 from streamclaim_spark.lag import entries_read_reply, lag
 from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
+from streamclaim_spark.partitions import group_partition
 from streamclaim_spark.replies import OK, entry_reply, flat_record, help_reply
-from streamclaim_spark.schema import group_partition, in_partitions
+from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.transaction import source_frame_for_deletes
+from streamclaim_spark.writes import put_group, put_stream_head
 
 ERR_ENTRIESREAD = "ERR value for ENTRIESREAD must be positive or -1"
 

@@ -20,13 +20,14 @@ from enum import Enum
 
 from streamclaim_spark.commands.args import c_str, int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.commands.streams import parse_ids, put_group
+from streamclaim_spark.commands.streams import parse_ids
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.integers import LLONG_MAX
 from streamclaim_spark.model import PendingEntry, Write, nack_time, pending_row
 from streamclaim_spark.snapshot import Need
+from streamclaim_spark.writes import put_group
 
 ERR_MODE = "ERR ERR mode must be SILENT, FAIL, or FATAL"
 ERR_NUMIDS = "ERR numids must be a positive integer"

@@ -12,12 +12,13 @@ from typing import Any
 
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.commands.streams import parse_ids_deferred, put_group
+from streamclaim_spark.commands.streams import parse_ids_deferred
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
 from streamclaim_spark.model import PendingEntry, Write, pending_key
 from streamclaim_spark.snapshot import Need, Scan
+from streamclaim_spark.writes import put_group
 
 
 def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import (
     NOGROUP_BLOCKED_GROUP_DESTROYED,
@@ -26,6 +25,7 @@ from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id
 from streamclaim_spark.integers import LLONG_MAX
 from streamclaim_spark.lag import entries_read_after_delivery
 from streamclaim_spark.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
+from streamclaim_spark.writes import put_group
 
 ERR_TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
 ERR_TIMEOUT_NEGATIVE = "ERR timeout is negative"

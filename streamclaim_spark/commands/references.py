@@ -19,12 +19,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streamclaim_spark.commands.args import int_arg, is_word
-from streamclaim_spark.commands.streams import RefPolicy, delete_entries, parse_ids_deferred, policy_named, put_group
+from streamclaim_spark.commands.streams import parse_ids_deferred
+from streamclaim_spark.commands.trimming import policy_named
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import GroupMeta, StreamMeta, Write, pending_key
+from streamclaim_spark.model import GroupMeta, RefPolicy, StreamMeta, Write, pending_key
 from streamclaim_spark.snapshot import Need
+from streamclaim_spark.writes import delete_entries, put_group
 
 ERR_NUMIDS = "ERR Number of IDs must be a positive integer"
 ERR_NUMIDS_MISMATCH = "ERR The `numids` parameter must match the number of arguments"

@@ -21,15 +21,17 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.bulk import plan_deliveries
-from streamclaim_spark.commands.streams import put_group
+from streamclaim_spark.columns import id_at_least, id_at_most, id_text, stored_id
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.schema import COLUMN_NAMES, group_partition, in_partitions, stream_partition
-from streamclaim_spark.snapshot import Need, Snapshot, id_at_least, id_at_most, id_text, stored_id
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
+from streamclaim_spark.snapshot import Need, Snapshot
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, is_pattern, matching
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.writes import put_group
 
 if TYPE_CHECKING:
     from streamclaim_spark.streaming.driver import DriverLink

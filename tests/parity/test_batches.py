@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT
+from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import validate
 from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.config import ServerConfig

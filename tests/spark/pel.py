@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark import _constants as C
-from streamclaim_spark.schema import group_partition, stream_partition
-from streamclaim_spark.snapshot import stored_id
+from streamclaim_spark.columns import stored_id
+from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.transaction import latest_version
 
 

@@ -10,9 +10,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark.columns import id_in, stored_id
 from streamclaim_spark.ids import StreamId
-from streamclaim_spark.schema import stream_partition
-from streamclaim_spark.snapshot import Need, id_in, stored_id
+from streamclaim_spark.partitions import stream_partition
+from streamclaim_spark.snapshot import Need
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 

@@ -22,10 +22,10 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, cli
 from streamclaim_spark import _constants as C
+from streamclaim_spark.columns import id_text
 from streamclaim_spark.config import ConfigError, RecoveryOptions, ServerConfig, SparkConfig, StoreConfig, load_config
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.session import DELTA_PACKAGE
-from streamclaim_spark.snapshot import id_text
 from streamclaim_spark.tables import table_path
 
 REPO = Path(__file__).resolve().parents[2]

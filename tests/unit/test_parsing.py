@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.claim import XClaim, delivery_time, parse_xautoclaim, parse_xclaim
+from streamclaim_spark.commands.claim import XClaim, delivery_time, parse_xautoclaim, parse_xclaim
 from streamclaim_spark.commands.nack import NackMode, XNack, nacked_count, parse_xnack_tail
 from streamclaim_spark.commands.pending import parse_xpending
 from streamclaim_spark.commands.reading import parse_read
 from streamclaim_spark.commands.references import AckDel, parse_ackdel_tail
-from streamclaim_spark.commands.streams import RefPolicy, parse_xadd, parse_xrange, parse_xsetid, parse_xtrim
+from streamclaim_spark.commands.streams import parse_xadd, parse_xrange, parse_xsetid
+from streamclaim_spark.commands.trimming import parse_xtrim
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.ids import StreamId
+from streamclaim_spark.model import RefPolicy
 
 
 def error_of(call: object, *args: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.commands.streams import NODE_ENTRIES, whole_node_removals
+from streamclaim_spark.commands.trimming import NODE_ENTRIES, whole_node_removals
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from streamclaim_spark.batch_state import DEFAULT_LOAD_LIMIT, BatchSnapshot
+from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT, BatchSnapshot
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.model import StreamMeta

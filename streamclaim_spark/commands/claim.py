@@ -17,14 +17,14 @@ from typing import Any
 from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.commands.streams import put_group
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
-from streamclaim_spark.model import Claim, ConsumerMeta, Entry, GroupMeta, Write, consumer_row, pending_key
+from streamclaim_spark.model import Claim, Entry, Write, pending_key
 from streamclaim_spark.replies import entry_reply
 from streamclaim_spark.snapshot import Need, Scan
+from streamclaim_spark.writes import put_group, touch_consumer
 
 ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
 ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
@@ -118,14 +118,6 @@ def claimed_reply(result: ClaimResult) -> list[Any]:
     return [str(entry_id) if entry is None else entry_reply(entry) for entry_id, entry in result.claimed]
 
 
-def _touch_consumer(ctx: Context, group: GroupMeta, name: str) -> None:
-    """Creates the consumer if needed and marks it seen and active now."""
-    existing = ctx.snapshot.consumer(group.key, group.name, name)
-    consumer = ConsumerMeta(name, ctx.now) if existing is None else replace(existing, seen_time=ctx.now)
-    consumer = replace(consumer, active_time=ctx.now)
-    ctx.plan.add(Write(consumer_row(group.key, group.name, consumer, ctx.txn)))
-
-
 def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
     key, group_name, consumer = argv[1], argv[2], argv[3]
@@ -183,7 +175,7 @@ def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
             ctx.plan.add(write)
         if expected_steps:
             # Redis 7.0 creates and touches the consumer only when it claims something.
-            _touch_consumer(ctx, group, consumer)
+            touch_consumer(ctx, group.key, group.name, consumer)
         put_group(ctx, group, moved)
     claimed: list[tuple[StreamId, Entry | None]] = []
     seen: Counter[StreamId] = Counter()
@@ -268,7 +260,7 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
         for write in writes:
             ctx.plan.add(write)
         if claimed:
-            _touch_consumer(ctx, group, request.consumer)
+            touch_consumer(ctx, group.key, group.name, request.consumer)
         put_group(ctx, group, group)
     return ClaimResult(key, group_name, claimed, deleted, cursor)
 

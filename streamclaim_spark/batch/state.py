@@ -1,6 +1,6 @@
 """The state a batch of commands runs on: one snapshot plus the batch's own writes so far.
 
-A batch (batch.py) runs many commands on one Delta version and commits them together, so each command
+A batch (batch/__init__.py) runs many commands on one Delta version and commits them together, so each command
 must see the writes of the commands before it, as Redis runs them one after another. ``BatchSnapshot``
 is a ``Snapshot`` that gives exactly that view:
 
@@ -18,14 +18,30 @@ commits: every changed row once, guarded on the head versions the batch started 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.ids import StreamId, to_stored
+from streamclaim_spark.batch.rows import (
+    IDENTITY,
+    BatchPlanError,
+    Key,
+    Owner,
+    Row,
+    bucketed,
+    claimed_row,
+    consumer_of,
+    frame_deletes,
+    full_row,
+    row_id,
+    row_key,
+    stored_pair,
+)
+from streamclaim_spark.columns import by_bytes, entry_from_row, pending_from_row, stored_id
+from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import (
     ConsumerMeta,
     PendingEntry,
@@ -36,46 +52,13 @@ from streamclaim_spark.model import (
     pending_row,
     stream_head_row,
 )
-from streamclaim_spark.schema import (
-    COLUMN_NAMES,
-    STATE_SCHEMA,
-    bucket_of,
-    group_partition,
-    in_partitions,
-    stream_partition,
-)
-from streamclaim_spark.snapshot import Need, Scan, Snapshot, by_bytes, entry_from_row, pending_from_row, stored_id
-from streamclaim_spark.transaction import OP_DELETE, json_frame
-
-Row = dict[str, Any]
-Key = tuple[Any, ...]
-# A partition's identity for guards: (stream, group or None).
-Owner = tuple[str, str | None]
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import STATE_SCHEMA, in_partitions
+from streamclaim_spark.snapshot import Need, Scan, Snapshot
+from streamclaim_spark.transaction import json_frame
 
 # Rows of one partition the batch reads into memory; bigger partitions are read through Spark.
 DEFAULT_LOAD_LIMIT = 10_000
-_IDENTITY = (*C.KEY_COLUMNS, C.STREAM, C.GROUP)
-
-
-class BatchPlanError(ValueError):
-    """A command's plan that a batch cannot replay in memory (an in-place bulk update)."""
-
-
-def _key(row: Mapping[str, Any]) -> Key:
-    return tuple(row.get(column) for column in C.KEY_COLUMNS)
-
-
-def _full(row: Mapping[str, Any]) -> Row:
-    """A state row with every column, as the MERGE writes it (absent columns are null)."""
-    return {name: row.get(name) for name in COLUMN_NAMES if name != C.BUCKET}
-
-
-def _stored(entry_id: StreamId) -> tuple[int, int]:
-    return to_stored(entry_id.ms), to_stored(entry_id.seq)
-
-
-def _row_id(row: Mapping[str, Any]) -> tuple[int, int]:
-    return row[C.ID_MS], row[C.ID_SEQ]
 
 
 class BatchSnapshot(Snapshot):
@@ -172,9 +155,9 @@ class BatchSnapshot(Snapshot):
         for partition in partitions:
             self._loaded[partition] = {}
         for spark_row in rows:
-            row = _full(spark_row.asDict(recursive=True))
-            self._loaded[row[C.PARTITION_ID]][_key(row)] = row
-            self._loaded_at_start.add(_key(row))
+            row = full_row(spark_row.asDict(recursive=True))
+            self._loaded[row[C.PARTITION_ID]][row_key(row)] = row
+            self._loaded_at_start.add(row_key(row))
         # Rows the batch changed before it read the partition (e.g. through a bigger read) win.
         for key, (identity, changed) in self._changed.items():
             partition = identity[C.PARTITION_ID]
@@ -207,14 +190,14 @@ class BatchSnapshot(Snapshot):
             keys = json_frame(self.spark, [dict(identity) for identity, _ in self._changed.values()], STATE_SCHEMA)
             on = [base[c].eqNullSafe(keys[c]) for c in C.KEY_COLUMNS]
             kept = base.join(keys.select(*C.KEY_COLUMNS), on=on, how="left_anti")
-            live = [_bucketed(row) for _, row in self._changed.values() if row is not None]
+            live = [bucketed(row) for _, row in self._changed.values() if row is not None]
             self._overlaid = kept.unionByName(json_frame(self.spark, live, STATE_SCHEMA)) if live else kept
         return self._overlaid
 
     def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
         wanted = [partition_id] if isinstance(partition_id, str) else list(partition_id)
         if wanted and self._in_memory(wanted):
-            rows = [_bucketed(row) for p in wanted for row in self._rows(p, kind)]
+            rows = [bucketed(row) for p in wanted for row in self._rows(p, kind)]
             return json_frame(self.spark, rows, STATE_SCHEMA)
         return super().partition(partition_id, kind)
 
@@ -241,7 +224,7 @@ class BatchSnapshot(Snapshot):
             self._remember_head(head)
         entries = self._entries.setdefault(key, {})
         for entry_id in need.entry_ids:
-            found = self._loaded[stream_part].get((stream_part, C.KIND_ENTRY, *_stored(entry_id), None))
+            found = self._loaded[stream_part].get((stream_part, C.KIND_ENTRY, *stored_pair(entry_id), None))
             entries[entry_id] = None if found is None else entry_from_row(found)
         if need.entry_scan is not None:
             scan = need.entry_scan
@@ -254,10 +237,10 @@ class BatchSnapshot(Snapshot):
                 self._remember_head(group_head)
             if need.consumer is not None:
                 found = self._loaded[part].get((part, C.KIND_CONSUMER, None, None, need.consumer))
-                self._consumers[(key, group, need.consumer)] = None if found is None else _consumer(found)
+                self._consumers[(key, group, need.consumer)] = None if found is None else consumer_of(found)
             known = self._pending.setdefault((key, group), {})
             for entry_id in need.pending_ids:
-                found = self._loaded[part].get((part, C.KIND_PENDING, *_stored(entry_id), None))
+                found = self._loaded[part].get((part, C.KIND_PENDING, *stored_pair(entry_id), None))
                 known[entry_id] = None if found is None else pending_from_row(found)
         if need.pending_scan is not None:
             group = need.groups[0]
@@ -268,15 +251,15 @@ class BatchSnapshot(Snapshot):
     def _scan(self, partition: str, kind: str, scan: Scan) -> list[Any]:
         if scan.limit == 0 or scan.low > scan.high:
             return []
-        low, high = _stored(scan.low), _stored(scan.high)
+        low, high = stored_pair(scan.low), stored_pair(scan.high)
         rows = [
             row
             for row in self._rows(partition, kind)
-            if low <= _row_id(row) <= high
+            if low <= row_id(row) <= high
             and (scan.owner is None or row[C.OWNER] == scan.owner)
             and (scan.delivered_at_or_before is None or row[C.DELIVERY_TIME_MS] <= scan.delivered_at_or_before)
         ]
-        rows.sort(key=_row_id, reverse=scan.reverse)
+        rows.sort(key=row_id, reverse=scan.reverse)
         return rows if scan.limit is None else rows[: scan.limit]
 
     def all_streams(self) -> list[StreamMeta]:
@@ -303,20 +286,22 @@ class BatchSnapshot(Snapshot):
         part = self._touch(key)
         if not self._in_memory(part):
             return super().nth_entry_id(key, offset)
-        return stored_id(sorted(self._rows(part[0], C.KIND_ENTRY), key=_row_id)[offset])
+        return stored_id(sorted(self._rows(part[0], C.KIND_ENTRY), key=row_id)[offset])
 
     def last_entry_id(self, key: str) -> StreamId | None:
         part = self._touch(key)
         if not self._in_memory(part):
             return super().last_entry_id(key)
-        newest = max(self._rows(part[0], C.KIND_ENTRY), key=_row_id, default=None)
+        newest = max(self._rows(part[0], C.KIND_ENTRY), key=row_id, default=None)
         return None if newest is None else stored_id(newest)
 
     def consumers(self, key: str, group: str) -> list[ConsumerMeta]:
         part = self._touch(key, (group,), stream=False)
         if not self._in_memory(part):
             return super().consumers(key, group)
-        return sorted((_consumer(row) for row in self._rows(part[0], C.KIND_CONSUMER)), key=lambda c: by_bytes(c.name))
+        return sorted(
+            (consumer_of(row) for row in self._rows(part[0], C.KIND_CONSUMER)), key=lambda c: by_bytes(c.name)
+        )
 
     def _pel(self, key: str, group: str) -> list[PendingEntry] | None:
         """The group's PEL from memory, None when the group's partition lives in Spark."""
@@ -385,7 +370,7 @@ class BatchSnapshot(Snapshot):
             raise BatchPlanError("a bulk in-place update cannot run inside a batch of commands")
         writes = list(plan.writes)
         for frame in plan.frames:
-            writes.extend(_frame_deletes(frame))
+            writes.extend(frame_deletes(frame))
         self._read_claimed_rows(writes)
         for write in writes:
             self._apply(write)
@@ -409,14 +394,14 @@ class BatchSnapshot(Snapshot):
 
     def _apply(self, write: Write) -> None:
         key = write.key()
-        identity = {column: write.row.get(column) for column in _IDENTITY}
+        identity = {column: write.row.get(column) for column in IDENTITY}
         partition = write.partition
         if write.guard and key not in self._guards:
             self._guards[key] = write.expect_version
         if write.claim is None:
-            row = None if write.delete else _full(write.row)
+            row = None if write.delete else full_row(write.row)
         else:
-            row = _claimed(self._current(key, identity), write)
+            row = claimed_row(self._current(key, identity), write)
         self._changed[key] = (identity, row)
         if partition in self._loaded:
             self._store(partition, key, row)
@@ -434,7 +419,7 @@ class BatchSnapshot(Snapshot):
         known = self._pending.get((stream, group), {})
         # _read_claimed_rows read every claimed row; a lookup here is only a fallback.
         pending = known[entry_id] if entry_id in known else self.pending_by_id(stream, group, [entry_id]).get(entry_id)
-        return None if pending is None else _full(pending_row(stream, group, pending, ""))
+        return None if pending is None else full_row(pending_row(stream, group, pending, ""))
 
     def _remember_write(self, identity: Row, row: Row | None) -> None:
         """Keeps the snapshot's caches equal to the batch's state for the written row."""
@@ -445,7 +430,7 @@ class BatchSnapshot(Snapshot):
             self._groups[(stream, group)] = None
         elif kind == C.KIND_CONSUMER:
             consumer = identity[C.CONSUMER]
-            self._consumers[(stream, group, consumer)] = None if row is None else _consumer(row)
+            self._consumers[(stream, group, consumer)] = None if row is None else consumer_of(row)
         elif kind == C.KIND_ENTRY:
             self._entries.setdefault(stream, {})[stored_id(identity)] = None if row is None else entry_from_row(row)
         else:
@@ -512,53 +497,3 @@ class BatchSnapshot(Snapshot):
         kind = C.KIND_STREAM if group is None else C.KIND_GROUP
         identity = {C.PARTITION_ID: partition, C.ROW_KIND: kind, C.STREAM: stream, C.GROUP: group}
         return Write(identity, delete=True, guard=True, expect_version=None)
-
-
-def _bucketed(row: Row) -> Row:
-    """The row with its Delta partition column, so bucket filters keep it."""
-    return {**row, C.BUCKET: bucket_of(row[C.PARTITION_ID])}
-
-
-def _consumer(row: Mapping[str, Any]) -> ConsumerMeta:
-    return ConsumerMeta(row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS])
-
-
-def _claimed(current: Row | None, write: Write) -> Row | None:
-    """What the commit's MERGE makes of a claim write (transaction.commit_plan's claim clauses)."""
-    claim = write.claim
-    assert claim is not None
-    if current is None:
-        if not (claim.force and claim.live):
-            return None
-        count = claim.retry_count if claim.retry_count is not None else 1 if claim.just_id else 1 + claim.steps
-        return {
-            **_full(write.row),
-            C.OWNER: claim.owner,
-            C.DELIVERY_TIME_MS: claim.delivery_time,
-            C.DELIVERY_COUNT: count,
-        }
-    if not claim.live:
-        return None
-    if claim.cutoff is not None and current[C.DELIVERY_TIME_MS] > claim.cutoff:
-        return current
-    if claim.retry_count is not None:
-        count = claim.retry_count
-    elif claim.just_id:
-        count = current[C.DELIVERY_COUNT]
-    else:
-        count = current[C.DELIVERY_COUNT] + claim.steps
-    return {
-        **current,
-        C.OWNER: claim.owner,
-        C.DELIVERY_TIME_MS: claim.delivery_time,
-        C.DELIVERY_COUNT: count,
-        C.TXN: write.row.get(C.TXN),
-    }
-
-
-def _frame_deletes(frame: DataFrame) -> list[Write]:
-    """A command's bulk delete (a MERGE source frame) as row deletes: the batch reads the rows it names."""
-    rows = frame.select(*_IDENTITY, OP_DELETE).collect()
-    if not all(row[OP_DELETE] for row in rows):
-        raise BatchPlanError("a command's bulk rewrite cannot run inside a batch of commands; run it on its own")
-    return [Write({column: row[column] for column in _IDENTITY}, delete=True) for row in rows]

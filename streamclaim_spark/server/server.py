@@ -2,39 +2,32 @@
 
 One process, one SparkSession, one ``StreamStore``; a thread per connection reads its commands in order.
 Data commands run through the same handlers as ``StreamStore.execute`` (commands.dispatch), gathered
-from every connection into shared batches by one ``GroupCommitter`` (group_commit.py): a connection's
+from every connection into shared batches by one ``GroupCommitter`` (server/group_commit.py): a connection's
 pipelined commands and an EXEC's queue each run together, and a batch is one Delta commit. Blocking
 reads wait in their own thread. Connection-level commands (PING, AUTH, HELLO, CLIENT, COMMAND, INFO,
-MULTI ...) are server_commands.py; framing is ``wire``; what is supported is docs/SERVER.md.
+MULTI ...) are server/commands.py; framing is ``wire``; what is supported is docs/SERVER.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hmac
 import itertools
 import logging
-import os
 import select
-import signal
 import socket
-import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from streamclaim_spark.batch import Unit
 from streamclaim_spark.commands import command_names, dispatch, validate
 from streamclaim_spark.commands.args import check_arity, check_subcommand, decode_argv
-from streamclaim_spark.config import AppConfig, ConfigError, Key, ServerConfig, flag_overrides, load_config
+from streamclaim_spark.config import ServerConfig
 from streamclaim_spark.errors import EXECABORT, ReplyError
-from streamclaim_spark.group_commit import GroupCommitter
-from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.replies import OK
-from streamclaim_spark.server_commands import (
+from streamclaim_spark.server.commands import (
     CONNECTION_COMMANDS,
     CONTAINERS,
     FLUSH_DISABLED,
@@ -43,7 +36,8 @@ from streamclaim_spark.server_commands import (
     Client,
     Quit,
 )
-from streamclaim_spark.server_transactions import IMMEDIATE, Queued
+from streamclaim_spark.server.group_commit import GroupCommitter
+from streamclaim_spark.server.transactions import IMMEDIATE, Queued
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.wire import (
     NULL_ARRAY,
@@ -58,7 +52,6 @@ from streamclaim_spark.wire import (
 log = logging.getLogger("streamclaim_spark.server")
 
 PROG = "streamclaim-server"
-PASSWORD_ENV = "STREAMCLAIM_REQUIREPASS"
 MAX_CLIENTS_REACHED = "ERR max number of clients reached"
 _RECV_BYTES = 64 * 1024
 # How often an idle connection thread looks at the shutdown flag.
@@ -383,110 +376,3 @@ def _peer_closed(sock: socket.socket) -> bool:
         return bool(incoming.poll(0)) and sock.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
-
-
-# --- the console script --------------------------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=PROG,
-        description="Serve a streamclaim store over the Redis protocol: point redis-cli, redis-py or any Redis "
-        "client at it. Settings come from conf/base.toml, then conf/local.toml, then these flags "
-        "(docs/SERVER.md).",
-    )
-    parser.add_argument("--conf-dir", default=os.environ.get("STREAMCLAIM_CONF_DIR", "conf"), help="conf folder")
-    parser.add_argument("--store", metavar="PATH", help="folder of the store; created when missing [store.path]")
-    parser.add_argument(
-        "--single-writer",
-        action="store_true",
-        default=None,
-        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
-    )
-    parser.add_argument("--bind", metavar="ADDRESS", help="address to listen on [server.bind]")
-    parser.add_argument("--port", type=int, help="TCP port, 0 for any free one [server.port]")
-    parser.add_argument(
-        "--requirepass",
-        metavar="PASSWORD",
-        help=f"password of the default user [server.requirepass]; ${PASSWORD_ENV} keeps it out of `ps`",
-    )
-    parser.add_argument("--max-clients", type=int, metavar="N", help="most connections at once [server.max_clients]")
-    parser.add_argument(
-        "--allow-flush", action="store_true", default=None, help="let FLUSHDB/FLUSHALL delete every stream"
-    )
-    parser.add_argument(
-        "--batch-max-commands",
-        type=int,
-        metavar="N",
-        help="most commands one group commit gathers from all clients [server.batch_max_commands]",
-    )
-    parser.add_argument("--master", help="Spark master URL [spark.master]")
-    parser.add_argument("--log-level", default="INFO", help="this process' log level (default INFO)")
-    return parser
-
-
-def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Key, tuple[Any, str]]:
-    overrides: dict[Key, tuple[Any, str]] = {}
-    if args.store is not None:
-        overrides[("store", "path")] = (
-            os.path.abspath(args.store) if "://" not in args.store else args.store,
-            "--store",
-        )
-    if environ.get(PASSWORD_ENV):
-        overrides[("server", "requirepass")] = (environ[PASSWORD_ENV], PASSWORD_ENV)
-    flags = [
-        ("single_writer", ("store", "single_writer")),
-        ("bind", ("server", "bind")),
-        ("port", ("server", "port")),
-        ("requirepass", ("server", "requirepass")),
-        ("max_clients", ("server", "max_clients")),
-        ("allow_flush", ("server", "allow_flush")),
-        ("batch_max_commands", ("server", "batch_max_commands")),
-        ("master", ("spark", "master")),
-    ]
-    overrides.update(flag_overrides(args, flags))
-    return overrides
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the server until SIGTERM or SIGINT; returns the exit code (2: bad flags or config)."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.conf_dir, overrides_from(args, dict(os.environ)))
-    except ConfigError as error:
-        print(f"{PROG}: config error: {error}", file=sys.stderr)
-        return 2
-    return serve(config)
-
-
-def serve(config: AppConfig) -> int:
-    """Starts Spark, opens (or creates) the store and serves it until SIGTERM or SIGINT."""
-    from streamclaim_spark.cli import start_session
-
-    stop_requested = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop_requested.set())
-    spark = start_session(replace(config.spark, app_name=PROG))
-    try:
-        try:
-            store = StreamStore.open(config.store.path, spark=spark, single_writer=config.store.single_writer)
-        except UnsafeObjectStoreError as error:
-            print(f"{PROG}: {error}", file=sys.stderr)
-            return 2
-        server = StreamClaimServer(store, config.server).start()
-        print(f"{PROG} ready on {config.server.bind}:{server.port} (store {store.path})", flush=True)
-        while not stop_requested.wait(1.0):
-            pass
-        log.info("shutting down: finishing running commands, refusing new ones")
-        server.stop()
-        return 0
-    finally:
-        spark.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

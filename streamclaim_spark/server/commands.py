@@ -20,13 +20,13 @@ from streamclaim_spark.commands import command_arity, command_names
 from streamclaim_spark.commands.args import check_subcommand
 from streamclaim_spark.errors import SYNTAX, ReplyError, wrong_arity
 from streamclaim_spark.replies import OK, Status
-from streamclaim_spark.server_transactions import Transaction
+from streamclaim_spark.server.transactions import Transaction
 from streamclaim_spark.wire import Map
 
 if TYPE_CHECKING:
     from streamclaim_spark.config import ServerConfig
-    from streamclaim_spark.group_commit import GroupCommitter
-    from streamclaim_spark.server_transactions import Queued
+    from streamclaim_spark.server.group_commit import GroupCommitter
+    from streamclaim_spark.server.transactions import Queued
     from streamclaim_spark.store import StreamStore
 
 

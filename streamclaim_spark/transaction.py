@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -221,14 +221,40 @@ def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
 
 def source_frame(rows: DataFrame, delete: bool = False) -> DataFrame:
     """Turns state-table rows into MERGE source rows that write them (or delete them)."""
-    return rows.select(
-        *COLUMN_NAMES,
-        F.lit(delete).alias(OP_DELETE),
-        F.lit(False).alias(OP_GUARD),
-        F.lit(None).cast(LongType()).alias(OP_EXPECT),
-        F.lit(False).alias(OP_CLAIM),
-        *(F.lit(None).cast(SOURCE_SCHEMA[name].dataType).alias(name) for name in _CLAIM_COLUMNS),
-    )
+    return source_of(rows, operations={OP_DELETE: F.lit(delete)})
+
+
+# Operation columns a source row leaves out: no delete, guard or claim; the claim's parameters null.
+_FALSE_BY_DEFAULT = (OP_DELETE, OP_GUARD, OP_CLAIM)
+
+
+def source_of(
+    rows: DataFrame, values: Mapping[str, Column] | None = None, operations: Mapping[str, Column] | None = None
+) -> DataFrame:
+    """MERGE source rows: the one builder every write path (commands, bulk, claims, recovery) uses.
+
+    Each state column comes from ``values`` when given there, else from ``rows`` when it has the column,
+    else null; each operation column (``OP_*``, ``CLAIM_*``) from ``operations``, else no delete, guard or
+    claim. Columns ``rows`` already holds are selected as they are, so the plan of a plain write is unchanged.
+    """
+    values = values or {}
+    operations = operations or {}
+    present = set(rows.columns)
+    state = [
+        values[f.name].cast(f.dataType).alias(f.name)
+        if f.name in values
+        else F.col(f.name)
+        if f.name in present
+        else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in STATE_SCHEMA.fields
+    ]
+    ops = [
+        operations.get(name, F.lit(False if name in _FALSE_BY_DEFAULT else None))
+        .cast(SOURCE_SCHEMA[name].dataType)
+        .alias(name)
+        for name in SOURCE_SCHEMA.names[len(STATE_SCHEMA.names) :]
+    ]
+    return rows.select(*state, *ops)
 
 
 # Delivery count written by a claim win: RETRYCOUNT, else unchanged with JUSTID, else one more per step.

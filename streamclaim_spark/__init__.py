@@ -7,7 +7,7 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 from __future__ import annotations
 
 from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.errors import ReplyError, StreamclaimError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import RefPolicy
 from streamclaim_spark.replies import PayloadNotTextError
@@ -25,4 +25,5 @@ __all__ = [
     "StaleSelection",
     "StreamId",
     "StreamStore",
+    "StreamclaimError",
 ]

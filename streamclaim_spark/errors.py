@@ -1,14 +1,21 @@
-"""Redis reply errors and the exact texts Redis sends.
+"""The package's one exception family, and the exact error texts Redis sends.
 
-Every error a command can raise is a ``ReplyError`` whose ``str()`` is the full error line as a Redis
-server sends it, code included (``ERR syntax error``, ``NOGROUP No such key 's' or consumer group 'g'``).
-The constants and builders below are the only place those texts are spelled.
+Every exception the package raises on purpose is a ``StreamclaimError``; the ones a Redis server would
+send are ``ReplyError``, whose ``str()`` is the full error line, code included (``ERR syntax error``,
+``NOGROUP No such key 's' or consumer group 'g'``), as redis-py's ``ResponseError`` sits below its
+``RedisError``. Others keep a second, built-in base (``ValueError`` for bad input, ``RuntimeError`` for a
+failed run) so callers that catch those keep working. The constants and builders below are the only place
+Redis' error texts are spelled.
 """
 
 from __future__ import annotations
 
 
-class ReplyError(Exception):
+class StreamclaimError(Exception):
+    """The root of every exception streamclaim_spark raises on purpose."""
+
+
+class ReplyError(StreamclaimError):
     """Raised when a command fails the way a Redis server would fail it.
 
     ``str(error)`` is the error line without the leading ``-``; ``error.code`` is its first word.

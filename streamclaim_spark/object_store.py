@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from streamclaim_spark.errors import StreamclaimError
+
 WriterMode = Literal["multi-writer", "single-writer"]
 MULTI_WRITER: WriterMode = "multi-writer"
 SINGLE_WRITER: WriterMode = "single-writer"
@@ -65,7 +67,7 @@ DYNAMODB_PACKAGES = "io.delta:delta-storage-s3-dynamodb:4.4.0,com.amazonaws:aws-
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.5.0"
 
 
-class UnsafeObjectStoreError(ValueError):
+class UnsafeObjectStoreError(StreamclaimError, ValueError):
     """Raised when the store would open where two writing drivers could both commit one Delta version."""
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.model import Entry
 
 
@@ -39,7 +40,7 @@ def entry_reply(entry: Entry | None, entry_id: Any = None) -> list[Any]:
     return [str(entry.id), entry.flat()]
 
 
-class PayloadNotTextError(ValueError):
+class PayloadNotTextError(StreamclaimError, ValueError):
     """A reply holds a field name or value that is not UTF-8, and the caller asked for ``str`` replies."""
 
 

@@ -11,6 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
 from streamclaim_spark.transaction import is_lost_race
 
@@ -72,7 +73,7 @@ def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
     return frame.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
 
 
-class StoreLayoutError(RuntimeError):
+class StoreLayoutError(StreamclaimError, RuntimeError):
     """Raised when a store's state table has an older layout than this version reads and writes."""
 
 

@@ -37,6 +37,7 @@ from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, Str
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_between
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
 from streamclaim_spark.partitions import bucket_of
@@ -93,12 +94,17 @@ _LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
 _RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
 
 
-class NothingCommittedError(RuntimeError):
+class NothingCommittedError(StreamclaimError, RuntimeError):
     """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
 
 
-class ConflictRetriesExhaustedError(RuntimeError):
+class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
     """Raised when a command lost its commit race more often than the retry policy allows."""
+
+    @property
+    def last_race(self) -> BaseException | None:
+        """The last attempt's lost race: Delta's conflict exception, or the stale-snapshot abort."""
+        return self.__cause__ if self.__cause__ is not None and is_lost_race(self.__cause__) else None
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,21 @@ def is_lost_race(error: BaseException) -> bool:
 
 
 T = TypeVar("T")
+
+
+def reraising_lost_race(attempt: Callable[[int], T]) -> Callable[[int], T]:
+    """``attempt`` with an inner one-attempt command's exhausted retries re-raised as the race itself, so
+    an outer ``run_with_retries`` re-runs the whole attempt (a claim whose commit is one command)."""
+
+    def unwrapped(number: int) -> T:
+        try:
+            return attempt(number)
+        except ConflictRetriesExhaustedError as error:
+            if error.last_race is not None:
+                raise error.last_race from None
+            raise
+
+    return unwrapped
 
 
 def run_with_retries(attempt_once: Callable[[int], T], policy: RetryPolicy, what: str) -> tuple[T, int]:

@@ -19,6 +19,7 @@ from typing import Any
 
 import hiredis
 
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.replies import Status
 
 # Redis' PROTO_INLINE_MAX_SIZE: the longest inline command, and the longest multibulk header line.
@@ -35,7 +36,7 @@ TOO_BIG_INLINE = "ERR Protocol error: too big inline request"
 TOO_BIG_MBULK_COUNT = "ERR Protocol error: too big mbulk count string"
 
 
-class ProtocolViolation(Exception):
+class ProtocolViolation(StreamclaimError):
     """The client broke the protocol or a limit; ``line`` is the error Redis sends before disconnecting."""
 
     def __init__(self, line: str) -> None:

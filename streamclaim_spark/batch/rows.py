@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.ids import StreamId, to_stored
 from streamclaim_spark.model import (
     ConsumerMeta,
@@ -30,7 +31,7 @@ Owner = tuple[str, str | None]
 IDENTITY = (*C.KEY_COLUMNS, C.STREAM, C.GROUP)
 
 
-class BatchPlanError(ValueError):
+class BatchPlanError(StreamclaimError, ValueError):
     """A command's plan that a batch cannot replay in memory (an in-place bulk update)."""
 
 

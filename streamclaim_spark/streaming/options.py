@@ -6,19 +6,20 @@ missing option is refused here with a message naming the option and the fix, bef
 
 from __future__ import annotations
 
-import fnmatch
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id
+from streamclaim_spark.patterns import is_pattern
 
 # Rows per input partition of a micro-batch: each partition is one Spark task reading one Arrow buffer.
 DEFAULT_ROWS_PER_PARTITION = 50_000
 
 
-class OptionError(ValueError):
+class OptionError(StreamclaimError, ValueError):
     """A ``streamclaim`` source or sink option is missing or malformed; the message names it and the fix."""
 
 
@@ -57,17 +58,6 @@ def _streams(options: Mapping[str, str]) -> tuple[str, ...]:
             'or several names or glob patterns, e.g. .option("streams", "orders,orders-*")'
         )
     return names
-
-
-def is_pattern(name: str) -> bool:
-    """True for a glob pattern (``*``, ``?``, ``[``) rather than one stream's name."""
-    return any(char in name for char in "*?[")
-
-
-def matching(patterns: Iterable[str], names: Iterable[str]) -> list[str]:
-    """The ``names`` that some pattern (or exact name) in ``patterns`` matches, sorted."""
-    wanted = list(patterns)
-    return sorted(name for name in set(names) if any(fnmatch.fnmatchcase(name, pattern) for pattern in wanted))
 
 
 @dataclass(frozen=True)

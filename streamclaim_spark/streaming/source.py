@@ -26,10 +26,11 @@ from streamclaim_spark.context import Context
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.patterns import is_pattern, matching
 from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
 from streamclaim_spark.snapshot import Need, Snapshot
 from streamclaim_spark.streaming.driver import Linked
-from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions, is_pattern, matching
+from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
 from streamclaim_spark.writes import put_group
 
@@ -111,13 +112,11 @@ def _entry_rows(table: DataFrame, ranges: dict[str, tuple[StreamId, StreamId]], 
 
 def _selected_streams(snapshot: Snapshot, streams: Sequence[str], group: str | None) -> list[str]:
     """The streams ``streams`` selects: its plain names, plus every existing stream (with ``group``,
-    when given) that one of its glob patterns matches; one query of the stream heads, only for patterns."""
+    when given) that one of its glob patterns matches; the heads are read once, only for patterns."""
     names = {name for name in streams if not is_pattern(name)}
     if len(names) < len(streams):
-        heads = snapshot.frame().where(F.col(C.BUCKET).startswith("s") & (F.col(C.ROW_KIND) == C.KIND_STREAM))
-        if group is not None:
-            heads = heads.where(F.array_contains(F.col(C.GROUP_NAMES), group))
-        names.update(matching(streams, (row[C.STREAM] for row in heads.select(C.STREAM).collect())))
+        existing = [meta.key for meta in snapshot.all_streams() if group is None or group in meta.groups]
+        names.update(matching(streams, existing))
     return sorted(names)
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from streamclaim_spark.ids import StreamId
+from streamclaim_spark.patterns import matching
 from streamclaim_spark.streaming.options import (
     BatchOffset,
     OptionError,
     SourceOptions,
-    matching,
     range_options,
     sink_options,
     source_options,

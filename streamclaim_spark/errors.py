@@ -78,6 +78,83 @@ ERR_XSETID_SMALLER_THAN_TOP = "ERR The ID specified in XSETID is smaller than th
 ERR_XSETID_ENTRIES_ADDED_SMALL = "ERR The entries_added specified in XSETID is smaller than the target stream length"
 ERR_ENTRIES_ADDED_NEGATIVE = "ERR entries_added must be positive"
 
+# XGROUP.
+ERR_ENTRIESREAD = "ERR value for ENTRIESREAD must be positive or -1"
+
+# XCLAIM and XAUTOCLAIM.
+ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
+ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
+ERR_XCLAIM_IDLE = "ERR Invalid IDLE option argument for XCLAIM"
+ERR_XCLAIM_TIME = "ERR Invalid TIME option argument for XCLAIM"
+ERR_XCLAIM_RETRYCOUNT = "ERR Invalid RETRYCOUNT option argument for XCLAIM"
+ERR_COUNT = "ERR COUNT must be > 0"
+
+# XACKDEL and XDELEX (Redis 8.2).
+ERR_XACKDEL_NUMIDS = "ERR Number of IDs must be a positive integer"
+ERR_XACKDEL_NUMIDS_MISMATCH = "ERR The `numids` parameter must match the number of arguments"
+ERR_XACKDEL_IDS_REQUIRED = "ERR IDS option is required"
+
+# XREAD and XREADGROUP.
+ERR_TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
+ERR_TIMEOUT_NEGATIVE = "ERR timeout is negative"
+ERR_GROUP_ONLY_XREADGROUP = "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."
+ERR_NOACK_ONLY_XREADGROUP = "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead."
+ERR_UNBALANCED = "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."
+ERR_MISSING_GROUP = "ERR Missing GROUP option for XREADGROUP"
+ERR_DOLLAR_IN_XREADGROUP = (
+    "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer "
+    "by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty "
+    "result set."
+)
+ERR_CLAIM_ONLY_XREADGROUP = "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
+ERR_MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer or out of range"
+ERR_MIN_IDLE_NEGATIVE = "ERR min-idle-time must be a positive integer"
+ERR_GT_IN_XREAD = (
+    "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."
+)
+
+# XNACK (Redis 8.4; its texts repeat the ERR code, as the server sends them).
+ERR_XNACK_MODE = "ERR ERR mode must be SILENT, FAIL, or FATAL"
+ERR_XNACK_NUMIDS = "ERR numids must be a positive integer"
+ERR_XNACK_NUMIDS_MISMATCH = "ERR ERR number of IDs doesn't match numids"
+ERR_XNACK_RETRYCOUNT_NEGATIVE = "ERR ERR Invalid RETRYCOUNT value, must be >= 0"
+ERR_XNACK_EXPECTED_IDS = "ERR ERR syntax error, expected IDS keyword"
+
+# Connection commands (streamclaim-server).
+NOAUTH = "NOAUTH Authentication required."
+WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
+NO_PASSWORD_SET = (
+    "ERR AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+NOAUTH_HELLO = (
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH "
+    "<user> <pass> option can be used to authenticate the client and select the RESP protocol version at the "
+    "same time"
+)
+NOPROTO = "NOPROTO unsupported protocol version"
+DB_OUT_OF_RANGE = "ERR DB index is out of range"
+BAD_CLIENT_NAME = "ERR Client names cannot contain spaces, newlines or special characters."
+FLUSH_DISABLED = (
+    "ERR {name} is disabled on this server: it deletes every stream. Start streamclaim-server with "
+    "--allow-flush (or set [server] allow_flush = true) to allow it"
+)
+
+# streamclaim-server.
+MAX_CLIENTS_REACHED = "ERR max number of clients reached"
+
+# The RESP protocol.
+INVALID_MULTIBULK_LENGTH = "ERR Protocol error: invalid multibulk length"
+INVALID_BULK_LENGTH = "ERR Protocol error: invalid bulk length"
+UNBALANCED_QUOTES = "ERR Protocol error: unbalanced quotes in request"
+TOO_BIG_INLINE = "ERR Protocol error: too big inline request"
+TOO_BIG_MBULK_COUNT = "ERR Protocol error: too big mbulk count string"
+
+
+PROTOCOL_VERSION_NOT_AN_INTEGER = "ERR Protocol version is not an integer or out of range"
+FUNCTION_FLUSH_MODE = "ERR FUNCTION FLUSH only supports SYNC|ASYNC option"
+LIBRARY_NOT_FOUND = "ERR Library not found"
+NOTBUSY = "NOTBUSY No scripts in execution right now."
 
 # How much of a client's argument Redis quotes in an error line (``%.128s``).
 _SHOWN_MAX = 128
@@ -112,21 +189,66 @@ def subcommand_syntax(subcommand: str, container: str) -> ReplyError:
 
 def nogroup_key_or_group(key: str, group: str) -> ReplyError:
     """NOGROUP text used by XPENDING, XCLAIM and XAUTOCLAIM."""
-    return ReplyError(f"NOGROUP No such key '{_c_string(key)}' or consumer group '{_c_string(group)}'")
+    return ReplyError(f"NOGROUP No such key '{c_string(key)}' or consumer group '{c_string(group)}'")
 
 
 def nogroup_xreadgroup(key: str, group: str) -> ReplyError:
     """NOGROUP text used by XREADGROUP."""
     return ReplyError(
-        f"NOGROUP No such key '{_c_string(key)}' or consumer group '{_c_string(group)}' in XREADGROUP with GROUP option"
+        f"NOGROUP No such key '{c_string(key)}' or consumer group '{c_string(group)}' in XREADGROUP with GROUP option"
     )
 
 
 def nogroup_for_key_name(key: str, group: str) -> ReplyError:
     """NOGROUP text used by XGROUP subcommands and XINFO CONSUMERS."""
-    return ReplyError(f"NOGROUP No such consumer group '{_c_string(group)}' for key name '{_c_string(key)}'")
+    return ReplyError(f"NOGROUP No such consumer group '{c_string(group)}' for key name '{c_string(key)}'")
 
 
-def _c_string(text: str) -> str:
-    """Redis formats names with %s, so an embedded NUL ends the name."""
+def c_string(text: str) -> str:
+    """The text as C string functions see it: Redis formats (%s), parses and compares arguments only up
+    to the first NUL."""
     return text.split("\x00", 1)[0]
+
+
+def unrecognized_xclaim_option(option: str) -> ReplyError:
+    return ReplyError(f"ERR Unrecognized XCLAIM option '{c_string(option)}'")
+
+
+def unrecognized_xnack_option(option: str) -> ReplyError:
+    return ReplyError(f"ERR ERR Unrecognized XNACK option '{c_string(option)}'")
+
+
+def not_utf8_argument(position: int) -> ReplyError:
+    """Outside Redis' surface: names, IDs and options stay text (they live in string columns and digests)."""
+    return ReplyError(
+        f"ERR argument {position} is not valid UTF-8: streamclaim-spark keeps keys, group and consumer "
+        "names, IDs and options as UTF-8 text; only field names and values may be any bytes"
+    )
+
+
+def lone_surrogates_argument(position: int) -> ReplyError:
+    return ReplyError(
+        f"ERR argument {position} is not valid UTF-8 text (it holds lone surrogates); pass bytes or well-formed str"
+    )
+
+
+def hello_option_syntax(option: str) -> ReplyError:
+    return ReplyError(f"ERR Syntax error in HELLO option '{option}'")
+
+
+def unrecognized_option(option: str) -> ReplyError:
+    return ReplyError(f"ERR Unrecognized option '{option}'")
+
+
+def function_unsupported(subcommand: str) -> ReplyError:
+    return ReplyError(f"ERR streamclaim-server runs no functions: FUNCTION {subcommand.upper()} is not supported")
+
+
+def internal_error(error: BaseException, first_line: str) -> ReplyError:
+    """What the server answers for an unexpected failure: the exception's type and first line, not a hang-up."""
+    return ReplyError(f"ERR internal error in streamclaim-server: {type(error).__name__}: {first_line}")
+
+
+def protocol_expected_bulk(got: str) -> str:
+    """Redis' protocol error for a multibulk item that is not a bulk string."""
+    return f"ERR Protocol error: expected '$', got '{got}'"

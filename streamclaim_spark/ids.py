@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streamclaim_spark.errors import INVALID_END_ID, INVALID_START_ID, INVALID_STREAM_ID, ReplyError
+from streamclaim_spark.errors import INVALID_END_ID, INVALID_START_ID, INVALID_STREAM_ID, ReplyError, c_string
 from streamclaim_spark.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX, parse_ull
 
 # Spark and Delta only have signed 64-bit longs. Shifting each unsigned half down by 2**63 keeps the
@@ -195,7 +195,7 @@ def _parse_id(text: str, *, strict: bool, missing_seq: int, allow_auto_seq: bool
         raise ReplyError(INVALID_STREAM_ID)
     # After the length check Redis handles the copy as a C string, so everything from a NUL on is ignored:
     # "5\x00-3" is 5-0 and "-\x00x" is "-".
-    text = text.split("\x00", 1)[0]
+    text = c_string(text)
     if text in ("-", "+"):
         if strict:
             raise ReplyError(INVALID_STREAM_ID)

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from streamclaim_spark.errors import c_string
+
 LLONG_MIN = -(2**63)
 LLONG_MAX = 2**63 - 1
 UINT64_MAX = 2**64 - 1
@@ -57,7 +59,7 @@ def parse_ull(text: str) -> int | None:
     Returns:
         The value in [0, UINT64_MAX], or None when Redis would reject the stream ID.
     """
-    text = text.split("\x00", 1)[0]
+    text = c_string(text)
     strict = parse_ll(text)
     if strict is not None:
         return strict if strict >= 0 else None

@@ -19,7 +19,15 @@ from typing import Any
 
 import hiredis
 
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import (
+    INVALID_BULK_LENGTH,
+    INVALID_MULTIBULK_LENGTH,
+    TOO_BIG_INLINE,
+    TOO_BIG_MBULK_COUNT,
+    UNBALANCED_QUOTES,
+    StreamclaimError,
+    protocol_expected_bulk,
+)
 from streamclaim_spark.replies import Status
 
 # Redis' PROTO_INLINE_MAX_SIZE: the longest inline command, and the longest multibulk header line.
@@ -28,12 +36,6 @@ INLINE_MAX_BYTES = 64 * 1024
 _BULK_OVERHEAD = 24
 NULL_BULK = b"$-1\r\n"
 NULL_ARRAY = b"*-1\r\n"
-
-INVALID_MULTIBULK_LENGTH = "ERR Protocol error: invalid multibulk length"
-INVALID_BULK_LENGTH = "ERR Protocol error: invalid bulk length"
-UNBALANCED_QUOTES = "ERR Protocol error: unbalanced quotes in request"
-TOO_BIG_INLINE = "ERR Protocol error: too big inline request"
-TOO_BIG_MBULK_COUNT = "ERR Protocol error: too big mbulk count string"
 
 
 class ProtocolViolation(StreamclaimError):
@@ -159,7 +161,7 @@ class RequestReader:
             if item is None:
                 raise ProtocolViolation(INVALID_BULK_LENGTH)
             if not isinstance(item, bytes):
-                raise ProtocolViolation(f"ERR Protocol error: expected '$', got '{_type_byte(item)}'")
+                raise ProtocolViolation(protocol_expected_bulk(_type_byte(item)))
             if len(item) > self.limits.max_bulk_bytes:
                 raise ProtocolViolation(INVALID_BULK_LENGTH)
         return frame
@@ -197,7 +199,7 @@ def _redis_protocol_error(hiredis_message: str) -> str:
     marker = 'got "'
     if marker in hiredis_message:
         got = hiredis_message.split(marker, 1)[1][:1]
-        return f"ERR Protocol error: expected '$', got '{got}'"
+        return protocol_expected_bulk(got)
     return INVALID_BULK_LENGTH
 
 

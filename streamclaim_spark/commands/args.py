@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from streamclaim_spark.errors import NOT_AN_INTEGER, ReplyError, unknown_subcommand, wrong_arity
+from streamclaim_spark.errors import (
+    NOT_AN_INTEGER,
+    ReplyError,
+    c_string,
+    lone_surrogates_argument,
+    not_utf8_argument,
+    unknown_subcommand,
+    wrong_arity,
+)
 from streamclaim_spark.integers import parse_ll
 
 
@@ -24,10 +32,7 @@ def require_text(argv: Sequence[str], end: int | None = None) -> None:
     columns and partition digests, so they stay UTF-8 text; only field names and values may be bytes."""
     for position, token in enumerate(argv[:end]):
         if not is_text(token):
-            raise ReplyError(
-                f"ERR argument {position} is not valid UTF-8: streamclaim-spark keeps keys, group and consumer "
-                "names, IDs and options as UTF-8 text; only field names and values may be any bytes"
-            )
+            raise not_utf8_argument(position)
 
 
 def payload_bytes(token: str) -> bytes:
@@ -35,19 +40,14 @@ def payload_bytes(token: str) -> bytes:
     return token.encode("utf-8", "surrogateescape")
 
 
-def c_str(token: str) -> str:
-    """The token as C string functions see it: Redis compares keywords only up to the first NUL."""
-    return token.split("\x00", 1)[0]
-
-
 def is_word(token: str, word: str) -> bool:
     """Redis matches option names case-insensitively (strcasecmp, so up to the first NUL)."""
-    return c_str(token).lower() == word.lower()
+    return c_string(token).lower() == word.lower()
 
 
 def is_token(token: str, special: str) -> bool:
     """Exact match of a special token such as ``*``, ``$`` or ``>`` (C comparison, up to the first NUL)."""
-    return c_str(token) == special
+    return c_string(token) == special
 
 
 def int_arg(token: str, error: str = NOT_AN_INTEGER) -> int:
@@ -91,9 +91,6 @@ def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
         elif not isinstance(value, str):
             raise TypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
         elif not is_text(value):
-            raise ReplyError(
-                f"ERR argument {position} is not valid UTF-8 text (it holds lone surrogates); "
-                "pass bytes or well-formed str"
-            )
+            raise lone_surrogates_argument(position)
         decoded.append(value)
     return decoded

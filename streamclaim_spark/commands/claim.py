@@ -18,20 +18,23 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import SYNTAX, ReplyError
+from streamclaim_spark.errors import (
+    ERR_COUNT,
+    ERR_XAUTOCLAIM_MIN_IDLE,
+    ERR_XCLAIM_IDLE,
+    ERR_XCLAIM_MIN_IDLE,
+    ERR_XCLAIM_RETRYCOUNT,
+    ERR_XCLAIM_TIME,
+    SYNTAX,
+    ReplyError,
+    unrecognized_xclaim_option,
+)
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
 from streamclaim_spark.model import Claim, Entry, Write, pending_key
 from streamclaim_spark.replies import entry_reply
 from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.writes import put_group, touch_consumer
-
-ERR_XCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XCLAIM"
-ERR_XAUTOCLAIM_MIN_IDLE = "ERR Invalid min-idle-time argument for XAUTOCLAIM"
-ERR_XCLAIM_IDLE = "ERR Invalid IDLE option argument for XCLAIM"
-ERR_XCLAIM_TIME = "ERR Invalid TIME option argument for XCLAIM"
-ERR_XCLAIM_RETRYCOUNT = "ERR Invalid RETRYCOUNT option argument for XCLAIM"
-ERR_COUNT = "ERR COUNT must be > 0"
 
 
 @dataclass(frozen=True)
@@ -81,7 +84,7 @@ def parse_xclaim(argv: Sequence[str]) -> XClaim:
             j += 1
             request = replace(request, last_id=parse_id(argv[j], strict=True))
         else:
-            raise ReplyError(f"ERR Unrecognized XCLAIM option '{option.split(chr(0), 1)[0]}'")
+            raise unrecognized_xclaim_option(option)
         j += 1
     return request
 

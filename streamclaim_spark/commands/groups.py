@@ -17,6 +17,7 @@ from streamclaim_spark.commands.args import int_arg, is_token, is_word
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import (
     BUSYGROUP,
+    ERR_ENTRIESREAD,
     NO_SUCH_KEY,
     XGROUP_KEY_REQUIRED,
     ReplyError,
@@ -32,8 +33,6 @@ from streamclaim_spark.replies import OK, entry_reply, flat_record, help_reply
 from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.transaction import source_frame_for_deletes
 from streamclaim_spark.writes import put_group, put_stream_head
-
-ERR_ENTRIESREAD = "ERR value for ENTRIESREAD must be positive or -1"
 
 XGROUP_HELP = [
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -18,22 +18,25 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from streamclaim_spark.commands.args import c_str, int_arg, is_word
+from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.commands.streams import parse_ids
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.errors import (
+    ERR_XNACK_EXPECTED_IDS,
+    ERR_XNACK_MODE,
+    ERR_XNACK_NUMIDS,
+    ERR_XNACK_NUMIDS_MISMATCH,
+    ERR_XNACK_RETRYCOUNT_NEGATIVE,
+    ReplyError,
+    unrecognized_xnack_option,
+)
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.integers import LLONG_MAX
 from streamclaim_spark.model import PendingEntry, Write, nack_time, pending_row
 from streamclaim_spark.snapshot import Need
 from streamclaim_spark.writes import put_group
 
-ERR_MODE = "ERR ERR mode must be SILENT, FAIL, or FATAL"
-ERR_NUMIDS = "ERR numids must be a positive integer"
-ERR_NUMIDS_MISMATCH = "ERR ERR number of IDs doesn't match numids"
-ERR_RETRYCOUNT_NEGATIVE = "ERR ERR Invalid RETRYCOUNT value, must be >= 0"
-ERR_EXPECTED_IDS = "ERR ERR syntax error, expected IDS keyword"
 INT_MAX = 2**31 - 1
 
 
@@ -54,7 +57,7 @@ class XNack:
 
 
 def unrecognized_option(token: str) -> ReplyError:
-    return ReplyError(f"ERR ERR Unrecognized XNACK option '{c_str(token)}'")
+    return unrecognized_xnack_option(token)
 
 
 def parse_xnack_tail(tokens: Sequence[str]) -> XNack:
@@ -62,7 +65,7 @@ def parse_xnack_tail(tokens: Sequence[str]) -> XNack:
     earlier one, as Redis' loop does."""
     mode = next((m for m in NackMode if is_word(tokens[0], m.value)), None)
     if mode is None:
-        raise ReplyError(ERR_MODE)
+        raise ReplyError(ERR_XNACK_MODE)
     id_tokens: tuple[str, ...] | None = None
     retry_count: int | None = None
     force = False
@@ -70,17 +73,17 @@ def parse_xnack_tail(tokens: Sequence[str]) -> XNack:
     while i < len(tokens):
         token, more = tokens[i], len(tokens) - i - 1
         if is_word(token, "IDS") and more:
-            count = int_arg(tokens[i + 1], ERR_NUMIDS)
+            count = int_arg(tokens[i + 1], ERR_XNACK_NUMIDS)
             if not 1 <= count <= INT_MAX:
-                raise ReplyError(ERR_NUMIDS)
+                raise ReplyError(ERR_XNACK_NUMIDS)
             if count > more - 1:
-                raise ReplyError(ERR_NUMIDS_MISMATCH)
+                raise ReplyError(ERR_XNACK_NUMIDS_MISMATCH)
             id_tokens = tuple(tokens[i + 2 : i + 2 + count])
             i += 2 + count
         elif is_word(token, "RETRYCOUNT") and more:
             retry_count = int_arg(tokens[i + 1])
             if retry_count < 0:
-                raise ReplyError(ERR_RETRYCOUNT_NEGATIVE)
+                raise ReplyError(ERR_XNACK_RETRYCOUNT_NEGATIVE)
             i += 2
         elif is_word(token, "FORCE"):
             force = True
@@ -88,7 +91,7 @@ def parse_xnack_tail(tokens: Sequence[str]) -> XNack:
         else:
             raise unrecognized_option(token)
     if id_tokens is None:
-        raise ReplyError(ERR_EXPECTED_IDS)
+        raise ReplyError(ERR_XNACK_EXPECTED_IDS)
     return XNack(mode, id_tokens, retry_count, force)
 
 

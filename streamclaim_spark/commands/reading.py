@@ -15,6 +15,17 @@ from dataclasses import dataclass, replace
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import (
+    ERR_CLAIM_ONLY_XREADGROUP,
+    ERR_DOLLAR_IN_XREADGROUP,
+    ERR_GROUP_ONLY_XREADGROUP,
+    ERR_GT_IN_XREAD,
+    ERR_MIN_IDLE_NEGATIVE,
+    ERR_MIN_IDLE_NOT_INTEGER,
+    ERR_MISSING_GROUP,
+    ERR_NOACK_ONLY_XREADGROUP,
+    ERR_TIMEOUT_NEGATIVE,
+    ERR_TIMEOUT_NOT_INTEGER,
+    ERR_UNBALANCED,
     NOGROUP_BLOCKED_GROUP_DESTROYED,
     SYNTAX,
     UNBLOCKED_STREAM_DELETED,
@@ -27,24 +38,7 @@ from streamclaim_spark.lag import entries_read_after_delivery
 from streamclaim_spark.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
 from streamclaim_spark.writes import put_group
 
-ERR_TIMEOUT_NOT_INTEGER = "ERR timeout is not an integer or out of range"
-ERR_TIMEOUT_NEGATIVE = "ERR timeout is negative"
-ERR_GROUP_ONLY_XREADGROUP = "ERR The GROUP option is only supported by XREADGROUP. You called XREAD instead."
-ERR_NOACK_ONLY_XREADGROUP = "ERR The NOACK option is only supported by XREADGROUP. You called XREAD instead."
 # Redis 7.0 uses this text for XREADGROUP as well.
-ERR_UNBALANCED = "ERR Unbalanced XREAD list of streams: for each stream key an ID or '$' must be specified."
-ERR_MISSING_GROUP = "ERR Missing GROUP option for XREADGROUP"
-ERR_DOLLAR_IN_XREADGROUP = (
-    "ERR The $ ID is meaningless in the context of XREADGROUP: you want to read the history of this consumer "
-    "by specifying a proper ID, or use the > ID to get new messages. The $ ID would just return an empty "
-    "result set."
-)
-ERR_CLAIM_ONLY_XREADGROUP = "ERR The CLAIM option is only supported by XREADGROUP. You called XREAD instead."
-ERR_MIN_IDLE_NOT_INTEGER = "ERR min-idle-time is not an integer or out of range"
-ERR_MIN_IDLE_NEGATIVE = "ERR min-idle-time must be a positive integer"
-ERR_GT_IN_XREAD = (
-    "ERR The > ID can be specified only when calling XREADGROUP using the GROUP <group> <consumer> option."
-)
 
 # An entry of a read reply: (id, entry, claim metadata). The entry is None for a deleted entry still
 # pending; the metadata is (idle ms, delivery count before this read) under CLAIM, else None.

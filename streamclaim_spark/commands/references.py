@@ -22,15 +22,17 @@ from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.streams import parse_ids_deferred
 from streamclaim_spark.commands.trimming import policy_named
 from streamclaim_spark.context import Context
-from streamclaim_spark.errors import SYNTAX, ReplyError
+from streamclaim_spark.errors import (
+    ERR_XACKDEL_IDS_REQUIRED,
+    ERR_XACKDEL_NUMIDS,
+    ERR_XACKDEL_NUMIDS_MISMATCH,
+    SYNTAX,
+    ReplyError,
+)
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import GroupMeta, RefPolicy, StreamMeta, Write, pending_key
 from streamclaim_spark.snapshot import Need
 from streamclaim_spark.writes import delete_entries, put_group
-
-ERR_NUMIDS = "ERR Number of IDs must be a positive integer"
-ERR_NUMIDS_MISMATCH = "ERR The `numids` parameter must match the number of arguments"
-ERR_IDS_REQUIRED = "ERR IDS option is required"
 
 # Per-ID replies.
 NOT_FOUND = -1  # XACKDEL: not in the group's PEL; XDELEX: no such entry
@@ -62,17 +64,17 @@ def parse_ackdel_tail(tokens: Sequence[str]) -> AckDel:
             policy = named
             i += 1
         elif is_word(token, "IDS") and i + 1 < len(tokens):
-            count = int_arg(tokens[i + 1], ERR_NUMIDS)
+            count = int_arg(tokens[i + 1], ERR_XACKDEL_NUMIDS)
             if count < 1:
-                raise ReplyError(ERR_NUMIDS)
+                raise ReplyError(ERR_XACKDEL_NUMIDS)
             if count > len(tokens) - i - 2:
-                raise ReplyError(ERR_NUMIDS_MISMATCH)
+                raise ReplyError(ERR_XACKDEL_NUMIDS_MISMATCH)
             id_tokens = tuple(tokens[i + 2 : i + 2 + count])
             i += 2 + count
         else:
             raise ReplyError(SYNTAX)
     if id_tokens is None:
-        raise ReplyError(ERR_IDS_REQUIRED)
+        raise ReplyError(ERR_XACKDEL_IDS_REQUIRED)
     return AckDel(policy or RefPolicy.KEEPREF, id_tokens)
 
 

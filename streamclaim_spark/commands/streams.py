@@ -25,6 +25,7 @@ from streamclaim_spark.errors import (
     ERR_XSETID_ENTRIES_ADDED_SMALL,
     ERR_XSETID_SMALLER_THAN_PROVIDED_MAX_DELETED,
     ERR_XSETID_SMALLER_THAN_TOP,
+    NO_SUCH_KEY,
     SYNTAX,
     ReplyError,
     wrong_arity,
@@ -219,7 +220,7 @@ def run_xdel(ctx: Context, key: str, tokens: Sequence[str]) -> int:
 def run_xsetid(ctx: Context, request: XSetId) -> str:
     meta = ctx.snapshot.stream(request.key)
     if meta is None:
-        raise ReplyError("ERR no such key")
+        raise ReplyError(NO_SUCH_KEY)
     if meta.length > 0:
         top = ctx.snapshot.last_entry_id(request.key)
         if top is not None and request.last_id < top:

@@ -18,7 +18,25 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from streamclaim_spark.commands import command_arity, command_names
 from streamclaim_spark.commands.args import check_subcommand
-from streamclaim_spark.errors import SYNTAX, ReplyError, wrong_arity
+from streamclaim_spark.errors import (
+    BAD_CLIENT_NAME,
+    DB_OUT_OF_RANGE,
+    FUNCTION_FLUSH_MODE,
+    LIBRARY_NOT_FOUND,
+    NO_PASSWORD_SET,
+    NOAUTH_HELLO,
+    NOPROTO,
+    NOT_AN_INTEGER,
+    NOTBUSY,
+    PROTOCOL_VERSION_NOT_AN_INTEGER,
+    SYNTAX,
+    WRONGPASS,
+    ReplyError,
+    function_unsupported,
+    hello_option_syntax,
+    unrecognized_option,
+    wrong_arity,
+)
 from streamclaim_spark.replies import OK, Status
 from streamclaim_spark.server.transactions import Transaction
 from streamclaim_spark.wire import Map
@@ -48,25 +66,6 @@ class Server(Protocol):
 
 # The Redis version whose replies the store reproduces (tests/parity runs against it).
 REDIS_COMPAT_VERSION = "7.0.15"
-NOAUTH = "NOAUTH Authentication required."
-WRONGPASS = "WRONGPASS invalid username-password pair or user is disabled."
-NO_PASSWORD_SET = (
-    "ERR AUTH <password> called without any password configured for the default user. "
-    "Are you sure your configuration is correct?"
-)
-NOAUTH_HELLO = (
-    "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH "
-    "<user> <pass> option can be used to authenticate the client and select the RESP protocol version at the "
-    "same time"
-)
-NOPROTO = "NOPROTO unsupported protocol version"
-DB_OUT_OF_RANGE = "ERR DB index is out of range"
-NOT_AN_INTEGER = "ERR value is not an integer or out of range"
-BAD_CLIENT_NAME = "ERR Client names cannot contain spaces, newlines or special characters."
-FLUSH_DISABLED = (
-    "ERR {name} is disabled on this server: it deletes every stream. Start streamclaim-server with "
-    "--allow-flush (or set [server] allow_flush = true) to allow it"
-)
 
 
 @dataclass
@@ -149,7 +148,7 @@ def _hello(server: Server, client: Client, argv: list[str]) -> Any:
         try:
             protocol = int(argv[1])
         except ValueError:
-            raise ReplyError("ERR Protocol version is not an integer or out of range") from None
+            raise ReplyError(PROTOCOL_VERSION_NOT_AN_INTEGER) from None
         if protocol not in (2, 3):
             raise ReplyError(NOPROTO)
     name = None
@@ -165,7 +164,7 @@ def _hello(server: Server, client: Client, argv: list[str]) -> Any:
             name = _valid_client_name(argv[at + 1])
             at += 2
         else:
-            raise ReplyError(f"ERR Syntax error in HELLO option '{argv[at]}'")
+            raise hello_option_syntax(argv[at])
     if not client.authenticated:
         raise ReplyError(NOAUTH_HELLO)
     if name is not None:
@@ -253,7 +252,7 @@ def _client(server: Server, client: Client, argv: list[str]) -> Any:
     if sub == "setinfo":
         attribute = argv[2].lower()
         if attribute not in ("lib-name", "lib-ver"):
-            raise ReplyError(f"ERR Unrecognized option '{argv[2]}'")
+            raise unrecognized_option(argv[2])
         client.library[attribute] = argv[3]
         return OK
     if sub == "info":
@@ -325,7 +324,7 @@ def _function(server: Server, client: Client, argv: list[str]) -> Any:
     sub = check_subcommand(argv, _FUNCTION_ARITY)
     if sub == "flush":
         if len(argv) > 3 or (len(argv) == 3 and argv[2].upper() not in ("ASYNC", "SYNC")):
-            raise ReplyError("ERR FUNCTION FLUSH only supports SYNC|ASYNC option")
+            raise ReplyError(FUNCTION_FLUSH_MODE)
         return OK
     if sub == "list":
         return []
@@ -333,10 +332,10 @@ def _function(server: Server, client: Client, argv: list[str]) -> Any:
         engines = Map((("LUA", Map((("libraries_count", 0), ("functions_count", 0)))),))
         return Map((("running_script", None), ("engines", engines)))
     if sub == "delete":
-        raise ReplyError("ERR Library not found")
+        raise ReplyError(LIBRARY_NOT_FOUND)
     if sub == "kill":
-        raise ReplyError("NOTBUSY No scripts in execution right now.")
-    raise ReplyError(f"ERR streamclaim-server runs no functions: FUNCTION {argv[1].upper()} is not supported")
+        raise ReplyError(NOTBUSY)
+    raise function_unsupported(argv[1])
 
 
 # Connection commands with subcommands, which Redis checks before running or queuing them.

@@ -25,17 +25,9 @@ from streamclaim_spark.batch import Unit
 from streamclaim_spark.commands import command_names, dispatch, validate
 from streamclaim_spark.commands.args import check_arity, check_subcommand, decode_argv
 from streamclaim_spark.config import ServerConfig
-from streamclaim_spark.errors import EXECABORT, ReplyError
+from streamclaim_spark.errors import EXECABORT, FLUSH_DISABLED, MAX_CLIENTS_REACHED, NOAUTH, ReplyError, internal_error
 from streamclaim_spark.replies import OK
-from streamclaim_spark.server.commands import (
-    CONNECTION_COMMANDS,
-    CONTAINERS,
-    FLUSH_DISABLED,
-    NO_AUTH,
-    NOAUTH,
-    Client,
-    Quit,
-)
+from streamclaim_spark.server.commands import CONNECTION_COMMANDS, CONTAINERS, NO_AUTH, Client, Quit
 from streamclaim_spark.server.group_commit import GroupCommitter
 from streamclaim_spark.server.transactions import IMMEDIATE, Queued
 from streamclaim_spark.store import StreamStore
@@ -52,7 +44,6 @@ from streamclaim_spark.wire import (
 log = logging.getLogger("streamclaim_spark.server")
 
 PROG = "streamclaim-server"
-MAX_CLIENTS_REACHED = "ERR max number of clients reached"
 _RECV_BYTES = 64 * 1024
 # How often an idle connection thread looks at the shutdown flag.
 _POLL_S = 0.2
@@ -365,7 +356,7 @@ class Framed:
 def _internal_error(error: Exception) -> ReplyError:
     """What a client gets when a command fails in a way Redis has no error for (a bug, a failed job)."""
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    return ReplyError(f"ERR internal error in streamclaim-server: {type(error).__name__}: {first_line}")
+    return internal_error(error, first_line)
 
 
 def _peer_closed(sock: socket.socket) -> bool:

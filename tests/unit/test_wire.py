@@ -5,13 +5,15 @@ from __future__ import annotations
 import pytest
 
 from streamclaim_spark.config import ConfigError, ServerConfig, load_config
-from streamclaim_spark.errors import unknown_command
-from streamclaim_spark.replies import OK, Status
-from streamclaim_spark.wire import (
+from streamclaim_spark.errors import (
     INVALID_BULK_LENGTH,
     INVALID_MULTIBULK_LENGTH,
     TOO_BIG_INLINE,
     UNBALANCED_QUOTES,
+    unknown_command,
+)
+from streamclaim_spark.replies import OK, Status
+from streamclaim_spark.wire import (
     ProtocolViolation,
     RequestLimits,
     RequestReader,

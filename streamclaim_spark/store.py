@@ -1,7 +1,9 @@
 """StreamStore: Redis stream and consumer-group commands over a Delta table.
 
-``StreamStore.open(path)`` creates or opens the store; ``execute(*argv)`` speaks Redis (same replies,
-same error texts); the snake_case methods are the typed API that ``execute`` is a thin layer over.
+``StreamStore.open(path)`` creates or opens the store. ``execute(*argv)`` and ``pipeline()`` speak Redis
+through the command handlers (same replies, same error texts); the snake_case methods are the typed
+batch API beyond Redis (bulk append, delivery and acknowledgement, ``claim_stale``, ``claim_batch``), each
+one Delta commit for any number of streams, groups and entries.
 """
 
 from __future__ import annotations

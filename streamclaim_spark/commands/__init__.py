@@ -290,4 +290,4 @@ def _xclaim(runner: Runner, argv: Sequence[str]) -> Any:
 def _xautoclaim(runner: Runner, argv: Sequence[str]) -> Any:
     request = claim.parse_xautoclaim(argv)
     result = runner.transact("XAUTOCLAIM", lambda ctx: claim.run_xautoclaim(ctx, request))
-    return [str(result.cursor), claim.claimed_reply(result), [str(i) for i in result.deleted]]
+    return claim.autoclaim_reply(result)

@@ -121,6 +121,11 @@ def claimed_reply(result: ClaimResult) -> list[Any]:
     return [str(entry_id) if entry is None else entry_reply(entry) for entry_id, entry in result.claimed]
 
 
+def autoclaim_reply(result: ClaimResult) -> list[Any]:
+    """XAUTOCLAIM's reply: the next cursor, the claimed items, and the IDs it purged from the PEL."""
+    return [str(result.cursor), claimed_reply(result), [str(i) for i in result.deleted]]
+
+
 def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
     key, group_name, consumer = argv[1], argv[2], argv[3]

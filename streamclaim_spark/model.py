@@ -300,3 +300,42 @@ def pending_key(key: str, group: str, entry_id: StreamId) -> dict[str, Any]:
         C.ID_MS: to_stored(entry_id.ms),
         C.ID_SEQ: to_stored(entry_id.seq),
     }
+
+
+# --- what a command reads (Snapshot.prefetch answers several in one query) ---------------------------------
+
+
+@dataclass(frozen=True)
+class Scan:
+    """An ordered range read: the rows of one kind with low <= ID <= high, ascending (descending if
+    ``reverse``), at most ``limit``; for pending rows optionally of one owner and delivered early enough."""
+
+    low: StreamId
+    high: StreamId
+    limit: int | None = None
+    reverse: bool = False
+    owner: str | None = None
+    delivered_at_or_before: int | None = None
+
+
+@dataclass(frozen=True)
+class Need:
+    """What a command reads about one stream; ``Snapshot.prefetch`` fetches several needs in one query.
+
+    Args:
+        key: The stream (its head is always fetched).
+        groups: Group heads to fetch.
+        consumer: This consumer's row in each of ``groups``.
+        entry_ids: Stream entries to look up by ID.
+        pending_ids: PEL entries to look up by ID, in each of ``groups``.
+        entry_scan: An ordered range of the stream's entries.
+        pending_scan: An ordered range of the PEL of ``groups[0]``.
+    """
+
+    key: str
+    groups: tuple[str, ...] = ()
+    consumer: str | None = None
+    entry_ids: tuple[StreamId, ...] = ()
+    pending_ids: tuple[StreamId, ...] = ()
+    entry_scan: Scan | None = None
+    pending_scan: Scan | None = None

@@ -8,7 +8,6 @@ from ``model``; ``frame()`` gives the pinned table as a DataFrame for bulk work.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
@@ -24,46 +23,9 @@ from streamclaim_spark.columns import (
     stored_id,
 )
 from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, PendingEntry, StreamMeta
+from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
-
-
-@dataclass(frozen=True)
-class Scan:
-    """An ordered range read: the rows of one kind with low <= ID <= high, ascending (descending if
-    ``reverse``), at most ``limit``; for pending rows optionally of one owner and delivered early enough."""
-
-    low: StreamId
-    high: StreamId
-    limit: int | None = None
-    reverse: bool = False
-    owner: str | None = None
-    delivered_at_or_before: int | None = None
-
-
-@dataclass(frozen=True)
-class Need:
-    """What a command reads about one stream; ``Snapshot.prefetch`` fetches several needs in one query.
-
-    Args:
-        key: The stream (its head is always fetched).
-        groups: Group heads to fetch.
-        consumer: This consumer's row in each of ``groups``.
-        entry_ids: Stream entries to look up by ID.
-        pending_ids: PEL entries to look up by ID, in each of ``groups``.
-        entry_scan: An ordered range of the stream's entries.
-        pending_scan: An ordered range of the PEL of ``groups[0]``.
-    """
-
-    key: str
-    groups: tuple[str, ...] = ()
-    consumer: str | None = None
-    entry_ids: tuple[StreamId, ...] = ()
-    pending_ids: tuple[StreamId, ...] = ()
-    entry_scan: Scan | None = None
-    pending_scan: Scan | None = None
-
 
 _ScanKey = tuple[str, str, str | None, Scan]
 

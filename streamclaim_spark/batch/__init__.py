@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT, BatchSnapshot
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.model import StreamMeta
+from streamclaim_spark.model import Need, StreamMeta
 from streamclaim_spark.runner import Runner
-from streamclaim_spark.snapshot import Need, Snapshot
+from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.transaction import (
     NothingCommittedError,
     RetryPolicy,

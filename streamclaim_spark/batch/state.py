@@ -44,8 +44,10 @@ from streamclaim_spark.columns import by_bytes, entry_from_row, pending_from_row
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import (
     ConsumerMeta,
+    Need,
     PendingEntry,
     Plan,
+    Scan,
     StreamMeta,
     Write,
     group_head_row,
@@ -54,7 +56,7 @@ from streamclaim_spark.model import (
 )
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import STATE_SCHEMA, in_partitions
-from streamclaim_spark.snapshot import Need, Scan, Snapshot
+from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.transaction import json_frame
 
 # Rows of one partition the batch reads into memory; bigger partitions are read through Spark.

@@ -31,9 +31,8 @@ from streamclaim_spark.errors import (
 )
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
 from streamclaim_spark.integers import parse_ll
-from streamclaim_spark.model import Claim, Entry, Write, pending_key
+from streamclaim_spark.model import Claim, Entry, Need, Scan, Write, pending_key
 from streamclaim_spark.replies import entry_reply
-from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.writes import put_group, touch_consumer
 
 

@@ -33,8 +33,7 @@ from streamclaim_spark.errors import (
 )
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.integers import LLONG_MAX
-from streamclaim_spark.model import PendingEntry, Write, nack_time, pending_row
-from streamclaim_spark.snapshot import Need
+from streamclaim_spark.model import Need, PendingEntry, Write, nack_time, pending_row
 from streamclaim_spark.writes import put_group
 
 INT_MAX = 2**31 - 1

@@ -16,8 +16,7 @@ from streamclaim_spark.commands.streams import parse_ids_deferred
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import SYNTAX, ReplyError
 from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
-from streamclaim_spark.model import PendingEntry, Write, pending_key
-from streamclaim_spark.snapshot import Need, Scan
+from streamclaim_spark.model import Need, PendingEntry, Scan, Write, pending_key
 from streamclaim_spark.writes import put_group
 
 

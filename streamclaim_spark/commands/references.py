@@ -30,8 +30,7 @@ from streamclaim_spark.errors import (
     ReplyError,
 )
 from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import GroupMeta, RefPolicy, StreamMeta, Write, pending_key
-from streamclaim_spark.snapshot import Need
+from streamclaim_spark.model import GroupMeta, Need, RefPolicy, StreamMeta, Write, pending_key
 from streamclaim_spark.writes import delete_entries, put_group
 
 # Per-ID replies.

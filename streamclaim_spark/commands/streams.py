@@ -34,12 +34,13 @@ from streamclaim_spark.ids import MAX_ID, StreamId, parse_id, parse_range_end, p
 from streamclaim_spark.model import (
     Entry,
     FieldPairs,
+    Need,
+    Scan,
     StreamMeta,
     Write,
     entry_row,
 )
 from streamclaim_spark.replies import OK
-from streamclaim_spark.snapshot import Need, Scan
 from streamclaim_spark.writes import delete_entries, delete_stream, put_stream_head
 
 

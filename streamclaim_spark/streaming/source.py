@@ -25,10 +25,11 @@ from streamclaim_spark.columns import id_at_least, id_at_most, id_text, stored_i
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.model import Need
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.patterns import is_pattern, matching
 from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
-from streamclaim_spark.snapshot import Need, Snapshot
+from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes

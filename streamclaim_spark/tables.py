@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.conflicts import is_lost_race
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
-from streamclaim_spark.transaction import is_lost_race
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
 STATE_TABLE_PROPERTIES = {

@@ -19,24 +19,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-    MetadataChangedException,
-    ProtocolChangedException,
-)
 from delta.tables import DeltaTable
-from pyspark.errors import PySparkException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_between
+from streamclaim_spark.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
@@ -44,21 +34,6 @@ from streamclaim_spark.partitions import bucket_of
 from streamclaim_spark.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
 
 log = logging.getLogger(__name__)
-
-# Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
-STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
-
-# Delta's Python conflict classes do not share a base class (reference/delta-concurrency.md §1.9).
-CONFLICT_EXCEPTIONS: tuple[type[BaseException], ...] = (
-    ConcurrentAppendException,
-    ConcurrentDeleteReadException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    MetadataChangedException,
-    ProtocolChangedException,
-    DeltaConcurrentModificationException,
-)
 
 # The MERGE source: a state row plus what to do with it.
 OP_DELETE = "_delete"
@@ -131,13 +106,6 @@ class RetryPolicy:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         bounded = min(self.max_delay_s, self.base_delay_s * float(2 ** (attempt - 1)))
         return bounded * random.uniform(0.5, 1.5)
-
-
-def is_lost_race(error: BaseException) -> bool:
-    """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
-    if isinstance(error, CONFLICT_EXCEPTIONS):
-        return True
-    return isinstance(error, PySparkException) and STALE_SNAPSHOT_MARKER in str(error)
 
 
 T = TypeVar("T")

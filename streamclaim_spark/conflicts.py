@@ -1,0 +1,40 @@
+"""Which failures of a Delta commit mean "another writer got there first": the command should re-run.
+
+Delta's Python conflict classes do not share a base class (reference/delta-concurrency.md §1.9), and a
+command's own guard aborts its MERGE with a marked error; both are lost races, whatever writes them.
+"""
+
+from __future__ import annotations
+
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from pyspark.errors import PySparkException
+
+# Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
+STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
+
+CONFLICT_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    ConcurrentAppendException,
+    ConcurrentDeleteReadException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    MetadataChangedException,
+    ProtocolChangedException,
+    DeltaConcurrentModificationException,
+)
+
+
+def is_lost_race(error: BaseException) -> bool:
+    """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
+    if isinstance(error, CONFLICT_EXCEPTIONS):
+        return True
+    return isinstance(error, PySparkException) and STALE_SNAPSHOT_MARKER in str(error)

@@ -1,0 +1,156 @@
+"""The package's house in layers (docs/DESIGN.md, "Layout"), held by reading every module's imports.
+
+Each module of streamclaim_spark belongs to one layer; a module imports only its own layer or lower ones,
+never in a circle. Imports inside functions count (they run too); imports under ``if TYPE_CHECKING:``
+do not (they never run). A new module fails here until it is placed in a layer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "streamclaim_spark"
+MAX_LINES = 500
+
+# Lowest first. A module name is its dotted path under streamclaim_spark; a package's __init__ is the package.
+LAYERS: dict[str, tuple[str, ...]] = {
+    "pure core": (
+        "_constants",
+        "errors",
+        "integers",
+        "ids",
+        "partitions",
+        "model",
+        "replies",
+        "lag",
+        "patterns",
+        "wire",
+        "config",
+        "object_store",
+    ),
+    "spark i/o": ("schema", "columns", "conflicts", "spark_jobs", "session", "tables", "snapshot"),
+    "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),
+    "commands": ("commands", "commands.*"),
+    "beyond redis": ("batch_claim", "claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),
+    "edges": ("", "store", "pipeline", "sql", "streaming", "streaming.*", "server", "server.*", "cli", "demo"),
+}
+PURE = "pure core"
+SPARK_PACKAGES = ("pyspark", "delta", "py4j")
+
+# Each module: what it imports, and its length in lines.
+House = dict[str, tuple[set[str], int]]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _layer_of(module: str) -> int:
+    for rank, patterns in enumerate(LAYERS.values()):
+        for pattern in patterns:
+            if module == pattern or (pattern.endswith(".*") and module.startswith(pattern[:-1])):
+                return rank
+    raise AssertionError(f"streamclaim_spark.{module or '__init__'} is in no layer: add it to LAYERS in {__file__}")
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
+    """Every module an import runs: ours by dotted name ("" for the package's facade), others by top package."""
+    ours: set[str] = set()
+    others: set[str] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                _note(alias.name, ours, others)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            base = node.module.removeprefix("streamclaim_spark").removeprefix(".")
+            if not node.module.startswith("streamclaim_spark"):
+                others.add(node.module.split(".")[0])
+            for alias in node.names:
+                # ``from streamclaim_spark.commands import claim`` runs the submodule claim; importing
+                # a name that is not a submodule runs the module (or package facade) that defines it.
+                submodule = f"{base}.{alias.name}".lstrip(".")
+                if node.module.startswith("streamclaim_spark") and submodule in modules:
+                    ours.add(submodule)
+                elif node.module.startswith("streamclaim_spark"):
+                    ours.add(base)
+        stack.extend(ast.iter_child_nodes(node))
+    return ours | others
+
+
+def _note(name: str, ours: set[str], others: set[str]) -> None:
+    if name == "streamclaim_spark" or name.startswith("streamclaim_spark."):
+        ours.add(name.removeprefix("streamclaim_spark").removeprefix("."))
+    else:
+        others.add(name.split(".")[0])
+
+
+@pytest.fixture(scope="module")
+def house() -> House:
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {
+        name: (_imports(ast.parse(path.read_text()), modules), len(path.read_text().splitlines()))
+        for name, path in paths.items()
+    }
+
+
+def test_every_module_has_a_layer_and_imports_only_its_own_or_lower_ones(house: House) -> None:
+    upward = [
+        f"{name or '__init__'} ({list(LAYERS)[_layer_of(name)]}) imports {target} ({list(LAYERS)[_layer_of(target)]})"
+        for name, (imports, _) in house.items()
+        for target in imports
+        if target in house and _layer_of(target) > _layer_of(name)
+    ]
+    assert upward == []
+
+
+def test_the_pure_core_imports_no_spark(house: House) -> None:
+    core = {name: imports for name, (imports, _) in house.items() if list(LAYERS)[_layer_of(name)] == PURE}
+    assert {
+        name: sorted(imports & set(SPARK_PACKAGES)) for name, imports in core.items() if imports & set(SPARK_PACKAGES)
+    } == {}
+
+
+def test_no_module_imports_another_that_imports_it_back(house: House) -> None:
+    graph = {
+        name: {target for target in imports if target in house and target != name}
+        for name, (imports, _) in house.items()
+    }
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                circles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert circles == []
+
+
+def test_no_module_is_longer_than_five_hundred_lines(house: House) -> None:
+    assert {name: lines for name, (_, lines) in house.items() if lines > MAX_LINES} == {}

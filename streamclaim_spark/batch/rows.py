@@ -17,6 +17,7 @@ from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.ids import StreamId, to_stored
 from streamclaim_spark.model import (
     ConsumerMeta,
+    PendingEntry,
     Write,
 )
 from streamclaim_spark.partitions import bucket_of
@@ -100,3 +101,11 @@ def frame_deletes(frame: DataFrame) -> list[Write]:
     if not all(row[OP_DELETE] for row in rows):
         raise BatchPlanError("a command's bulk rewrite cannot run inside a batch of commands; run it on its own")
     return [Write({column: row[column] for column in IDENTITY}, delete=True) for row in rows]
+
+
+def pel_bounds(pel: list[PendingEntry]) -> tuple[int, StreamId | None, StreamId | None]:
+    """Count, smallest and largest ID of a PEL held in memory (XPENDING's summary)."""
+    if not pel:
+        return 0, None, None
+    ids = [p.id for p in pel]
+    return len(pel), min(ids), max(ids)

@@ -36,6 +36,7 @@ from streamclaim_spark.batch.rows import (
     consumer_of,
     frame_deletes,
     full_row,
+    pel_bounds,
     row_id,
     row_key,
     stored_pair,
@@ -341,19 +342,12 @@ class BatchSnapshot(Snapshot):
         pel = self._pel(key, group)
         if pel is None:
             return super().pending_summary(key, group)
-        total, lowest, highest = self._bounds(pel)
+        total, lowest, highest = pel_bounds(pel)
         return total, lowest, highest, self.pending_counts(key, group)
 
     def pending_bounds(self, key: str, group: str) -> tuple[int, StreamId | None, StreamId | None]:
         pel = self._pel(key, group)
-        return super().pending_bounds(key, group) if pel is None else self._bounds(pel)
-
-    @staticmethod
-    def _bounds(pel: list[PendingEntry]) -> tuple[int, StreamId | None, StreamId | None]:
-        if not pel:
-            return 0, None, None
-        ids = [p.id for p in pel]
-        return len(pel), min(ids), max(ids)
+        return super().pending_bounds(key, group) if pel is None else pel_bounds(pel)
 
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
         partitions = self._touch(key, groups, stream=False)

@@ -251,10 +251,7 @@ def entry_key(key: str, entry_id: StreamId) -> dict[str, Any]:
 def group_head_row(group: GroupMeta, txn: str) -> dict[str, Any]:
     """The group head row for ``group`` with its version bumped."""
     return {
-        C.PARTITION_ID: group_partition(group.key, group.name),
-        C.ROW_KIND: C.KIND_GROUP,
-        C.STREAM: group.key,
-        C.GROUP: group.name,
+        **_in_group(group.key, group.name, C.KIND_GROUP),
         C.LAST_MS: to_stored(group.last_id.ms),
         C.LAST_SEQ: to_stored(group.last_id.seq),
         C.ENTRIES_READ: group.entries_read,
@@ -265,10 +262,7 @@ def group_head_row(group: GroupMeta, txn: str) -> dict[str, Any]:
 
 def consumer_row(key: str, group: str, consumer: ConsumerMeta, txn: str) -> dict[str, Any]:
     return {
-        C.PARTITION_ID: group_partition(key, group),
-        C.ROW_KIND: C.KIND_CONSUMER,
-        C.STREAM: key,
-        C.GROUP: group,
+        **_in_group(key, group, C.KIND_CONSUMER),
         C.CONSUMER: consumer.name,
         C.SEEN_TIME_MS: consumer.seen_time,
         C.ACTIVE_TIME_MS: consumer.active_time,
@@ -278,12 +272,7 @@ def consumer_row(key: str, group: str, consumer: ConsumerMeta, txn: str) -> dict
 
 def pending_row(key: str, group: str, pending: PendingEntry, txn: str) -> dict[str, Any]:
     return {
-        C.PARTITION_ID: group_partition(key, group),
-        C.ROW_KIND: C.KIND_PENDING,
-        C.STREAM: key,
-        C.GROUP: group,
-        C.ID_MS: to_stored(pending.id.ms),
-        C.ID_SEQ: to_stored(pending.id.seq),
+        **pending_key(key, group, pending.id),
         C.OWNER: pending.owner,
         C.DELIVERY_TIME_MS: pending.delivery_time,
         C.DELIVERY_COUNT: pending.delivery_count,
@@ -293,13 +282,15 @@ def pending_row(key: str, group: str, pending: PendingEntry, txn: str) -> dict[s
 
 def pending_key(key: str, group: str, entry_id: StreamId) -> dict[str, Any]:
     return {
-        C.PARTITION_ID: group_partition(key, group),
-        C.ROW_KIND: C.KIND_PENDING,
-        C.STREAM: key,
-        C.GROUP: group,
+        **_in_group(key, group, C.KIND_PENDING),
         C.ID_MS: to_stored(entry_id.ms),
         C.ID_SEQ: to_stored(entry_id.seq),
     }
+
+
+def _in_group(key: str, group: str, kind: str) -> dict[str, Any]:
+    """The columns that place a row of ``kind`` in a group's partition."""
+    return {C.PARTITION_ID: group_partition(key, group), C.ROW_KIND: kind, C.STREAM: key, C.GROUP: group}
 
 
 # --- what a command reads (Snapshot.prefetch answers several in one query) ---------------------------------

@@ -23,19 +23,20 @@ from contextlib import contextmanager
 from delta.tables import DeltaTable
 
 from bench.side_by_side import GROUP, KEY, entries, timed, wait_until_stale
-from streamclaim_spark import StaleSelection, StreamStore, batch_claim
+from streamclaim_spark import StaleSelection, StreamStore
+from streamclaim_spark.claims import batch
 from streamclaim_spark.session import build_session
 
 
 @contextmanager
 def merge_path() -> Iterator[None]:
     """claim_stale as it was before the UPDATE path: every claim through the MERGE."""
-    in_place = batch_claim._claim_in_place
-    batch_claim._claim_in_place = lambda *args, **kwargs: None  # type: ignore[assignment]
+    in_place = batch.claim_in_place
+    batch.claim_in_place = lambda *args, **kwargs: None  # type: ignore[assignment]
     try:
         yield
     finally:
-        batch_claim._claim_in_place = in_place  # type: ignore[assignment]
+        batch.claim_in_place = in_place  # type: ignore[assignment]
 
 
 def measure(store: StreamStore, size: int, calls: int) -> dict[str, float]:

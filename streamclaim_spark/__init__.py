@@ -6,7 +6,7 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 
 from __future__ import annotations
 
-from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
+from streamclaim_spark.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.errors import ReplyError, StreamclaimError
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import RefPolicy

@@ -1,7 +1,8 @@
 """Runs a command as one transaction on the state table: snapshot, decide, commit, retry on a lost race.
 
-The command modules (``commands/``, ``claim``, ``bulk``, ``batch_claim``) need exactly this and nothing
-else of the store, so they take a ``Runner``; ``StreamStore`` owns one and is the layer above them.
+The command modules (``commands/``) and the paths beyond Redis (``claims/``, ``bulk/``, ``recovery/``) need
+exactly this and nothing else of the store, so they take a ``Runner``; ``StreamStore`` owns one and is the
+layer above them.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class Runner:
         self.retry_policy = retry_policy
         self.rows_per_file = rows_per_file
         self._local = threading.local()
-        # Partitions a batch found too big to read into memory, and when (batch.py reads them through
+        # Partitions a batch found too big to read into memory, and when (batch/ reads them through
         # Spark for a while without probing them again).
         self.big_partitions: dict[str, float] = {}
 

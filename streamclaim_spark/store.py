@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamclaim_spark import batch_claim, bulk
+from streamclaim_spark import bulk, claims
 from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
-from streamclaim_spark.batch_claim import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
+from streamclaim_spark.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.context import Context
@@ -221,13 +221,13 @@ class StreamStore:
         just_id: bool = False,
         dry_run: bool = False,
     ) -> BatchClaim:
-        """Claims every stale pending entry the selection names, in one MERGE (see batch_claim)."""
-        return batch_claim.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
+        """Claims every stale pending entry the selection names, in one MERGE (see claims.claim_stale)."""
+        return claims.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
 
     def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
-        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see batch_claim.claim_batch); its ``replies``
+        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see claims.claim_batch); its ``replies``
         hold payloads as ``execute`` would (decode_responses)."""
-        result = batch_claim.claim_batch(self.runner, requests)
+        result = claims.claim_batch(self.runner, requests)
         return replace(result, replies=decoded(result.replies)) if self.decode_responses else result
 
     # --- Redis --------------------------------------------------------------------------------------------

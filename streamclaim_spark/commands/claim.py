@@ -51,9 +51,24 @@ class XClaim:
     delivery_from: str | None = None  # "idle" or "time": the one given last wins
 
 
+def min_idle_time(value: int | None, error: str) -> int:
+    """XCLAIM's and XAUTOCLAIM's min-idle-time: a 64-bit integer (None: it was not one, ``error``);
+    a negative one counts as 0."""
+    if value is None:
+        raise ReplyError(error)
+    return max(0, value)
+
+
+def autoclaim_count(value: int | None) -> int:
+    """XAUTOCLAIM's COUNT: 1 to XAUTOCLAIM_MAX_COUNT (None: not an integer at all)."""
+    if value is None or not 1 <= value <= C.XAUTOCLAIM_MAX_COUNT:
+        raise ReplyError(ERR_COUNT)
+    return value
+
+
 def parse_xclaim(argv: Sequence[str]) -> XClaim:
     """xclaimCommand's parsing: min-idle, IDs up to the first non-ID, then options (last wins)."""
-    min_idle = max(0, int_arg(argv[4], ERR_XCLAIM_MIN_IDLE))
+    min_idle = min_idle_time(parse_ll(argv[4]), ERR_XCLAIM_MIN_IDLE)
     ids: list[StreamId] = []
     j = 5
     while j < len(argv):
@@ -127,19 +142,22 @@ def autoclaim_reply(result: ClaimResult) -> list[Any]:
 
 def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
     """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
-    key, group_name, consumer = argv[1], argv[2], argv[3]
     try:
-        request: XClaim | None = parse_xclaim(argv)
-        invalid: ReplyError | None = None
+        request: XClaim | ReplyError = parse_xclaim(argv)
     except ReplyError as error:
-        request, invalid = None, error
-    ids = request.ids if request is not None else ()
+        request = error
+    return claim_ids(ctx, argv[1], argv[2], argv[3], request)
+
+
+def claim_ids(ctx: Context, key: str, group_name: str, consumer: str, request: XClaim | ReplyError) -> ClaimResult:
+    """XCLAIM of a parsed request, or of one whose arguments gave ``request``, the error: Redis reports
+    NOGROUP before any argument error, so that error is raised only once the group is known to exist."""
+    ids = request.ids if isinstance(request, XClaim) else ()
     # Everything XCLAIM reads, in one query: heads, the consumer, the IDs' PEL rows and entries.
     ctx.snapshot.prefetch(Need(key, (group_name,), consumer, entry_ids=ids, pending_ids=ids))
     group = group_or_nogroup(ctx, key, group_name)
-    if invalid is not None:  # Redis reports NOGROUP before any argument error
-        raise invalid
-    assert request is not None
+    if isinstance(request, ReplyError):
+        raise request
     when = delivery_time(request, ctx.now)
     occurrences = Counter(request.ids)
     live = ctx.snapshot.entries_by_id(key, occurrences)
@@ -206,7 +224,7 @@ class XAutoClaim:
 
 def parse_xautoclaim(argv: Sequence[str]) -> XAutoClaim:
     """xautoclaimCommand's parsing, which runs before the key is looked up."""
-    min_idle = max(0, int_arg(argv[4], ERR_XAUTOCLAIM_MIN_IDLE))
+    min_idle = min_idle_time(parse_ll(argv[4]), ERR_XAUTOCLAIM_MIN_IDLE)
     start = parse_range_start(argv[5])
     count = C.XAUTOCLAIM_DEFAULT_COUNT
     just_id = False
@@ -214,10 +232,7 @@ def parse_xautoclaim(argv: Sequence[str]) -> XAutoClaim:
     while j < len(argv):
         more = len(argv) - 1 - j
         if is_word(argv[j], "COUNT") and more:
-            value = parse_ll(argv[j + 1])
-            if value is None or not 1 <= value <= C.XAUTOCLAIM_MAX_COUNT:
-                raise ReplyError(ERR_COUNT)
-            count = value
+            count = autoclaim_count(parse_ll(argv[j + 1]))
             j += 1
         elif is_word(argv[j], "JUSTID"):
             just_id = True

@@ -9,7 +9,8 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore, batch_claim
+from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
+from streamclaim_spark.claims import in_place
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 
@@ -162,7 +163,7 @@ def test_claim_stale_counts_again_when_the_group_changes_between_its_count_and_i
 ) -> None:
     store = recovering_store
     store.execute("XGROUP", "CREATECONSUMER", "audit", "g", "rescuer")
-    decide = batch_claim._decide_in_place
+    decide = in_place.decide_in_place
     intruded: list[object] = []
 
     def decide_then_intrude(*args: object, **kwargs: object) -> object:
@@ -172,7 +173,7 @@ def test_claim_stale_counts_again_when_the_group_changes_between_its_count_and_i
             intruded.append(store.execute("XCLAIM", "audit", "g", "intruder", "0", f"{T0}-3", "JUSTID"))
         return decision
 
-    monkeypatch.setattr(batch_claim, "_decide_in_place", decide_then_intrude)
+    monkeypatch.setattr(in_place, "decide_in_place", decide_then_intrude)
     result = store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("audit",)), "rescuer")
 
     assert intruded == [[f"{T0}-3"]]

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.columns import id_in, stored_id
 from streamclaim_spark.ids import StreamId
+from streamclaim_spark.model import Need
 from streamclaim_spark.partitions import stream_partition
-from streamclaim_spark.snapshot import Need
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 

@@ -29,11 +29,12 @@ from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import StaleSelection, StreamStore, recovery
+from streamclaim_spark import StaleSelection, StreamStore
 from streamclaim_spark import _constants as C
 from streamclaim_spark.cli import EXIT_CONFIG, run_job
 from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
+from streamclaim_spark.recovery import run as recovery
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores
@@ -182,7 +183,8 @@ def test_a_job_killed_between_the_dead_letter_copy_and_the_claim_loses_nothing_a
     expected = Expected(fleet, OPTIONS, "run-again")
     script = f"""
 import os, signal
-from streamclaim_spark import StreamStore, recovery
+from streamclaim_spark import StreamStore
+from streamclaim_spark.recovery import run as recovery
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.session import build_session
 

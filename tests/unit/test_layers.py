@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "spark i/o": ("schema", "columns", "conflicts", "spark_jobs", "session", "tables", "snapshot"),
     "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),
     "commands": ("commands", "commands.*"),
-    "beyond redis": ("batch_claim", "claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),
+    "beyond redis": ("claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),
     "edges": ("", "store", "pipeline", "sql", "streaming", "streaming.*", "server", "server.*", "cli", "demo"),
 }
 PURE = "pure core"

@@ -1,9 +1,10 @@
 """The recovery job's command line: ``streamclaim-recover`` and ``spark-submit jobs/recover_stale.py``.
 
-Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), build the
-SparkSession, open the store and call ``recovery.recover_stale``. The JSON summary goes to stdout and
-progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or config or a
-selection that matches no group, 3 no store at the configured path, 4 partial (contended groups skipped).
+Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session
+from ``session.session_from_config``, open the store and call ``recovery.recover_stale``. The JSON summary
+goes to stdout and progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or
+config or a selection that matches no group, 3 no store at the configured path, 4 partial (contended
+groups skipped).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -20,15 +20,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.config import (
-    ASSIGN_MODES,
-    AppConfig,
-    ConfigError,
-    Key,
-    SparkConfig,
-    flag_overrides,
-    load_config,
-)
+from streamclaim_spark.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.recovery import (
     PARTIAL,
@@ -37,7 +29,7 @@ from streamclaim_spark.recovery import (
     RecoverySelectionError,
     recover_stale,
 )
-from streamclaim_spark.session import DEFAULT_CONF, DELTA_PACKAGE, build_session, writer_safety
+from streamclaim_spark.session import DELTA_PACKAGE, has_delta_jar, session_from_config, writer_safety
 from streamclaim_spark.store import StreamStore
 from streamclaim_spark.tables import table_path
 
@@ -51,9 +43,6 @@ CONF_DIR_ENV = "STREAMCLAIM_CONF_DIR"
 PROG = "streamclaim-recover"
 
 log = logging.getLogger("streamclaim_spark.cli")
-
-_JOB: Key = ("jobs", "recover_stale")
-_URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,37 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
     """The flags given, as config keys with the flag that set each (for error messages)."""
-    overrides: dict[Key, tuple[Any, str]] = {}
-    if args.store is not None:
-        overrides[("store", "path")] = (_absolute(args.store), "--store")
-    flags: list[tuple[str, Key]] = [
-        ("single_writer", ("store", "single_writer")),
-        ("streams", (*_JOB, "streams")),
-        ("groups", (*_JOB, "groups")),
-        ("min_idle", (*_JOB, "min_idle")),
-        ("assign", (*_JOB, "assign")),
-        ("consumer", (*_JOB, "consumer")),
-        ("live_window", (*_JOB, "live_window")),
-        ("dead_letter", (*_JOB, "dead_letter")),
-        ("max_deliveries", (*_JOB, "max_deliveries")),
-        ("dry_run", (*_JOB, "dry_run")),
-        ("master", ("spark", "master")),
-        ("shuffle_partitions", ("spark", "shuffle_partitions")),
-        ("driver_memory", ("spark", "driver_memory")),
-        ("spark_log_level", ("spark", "log_level")),
-    ]
-    overrides.update(flag_overrides(args, flags))
+    overrides = flag_overrides(args)
     for setting in args.spark_conf:
         name, equals, value = setting.partition("=")
         if not equals or not name:
             raise ConfigError(f"--spark-conf {setting!r}: write it as KEY=VALUE, e.g. spark.sql.adaptive.enabled=true")
         overrides[("spark", "conf", name.strip())] = (value, "--spark-conf")
     return overrides
-
-
-def _absolute(path: str) -> str:
-    """A relative local path on the command line is relative to the current folder, as usual."""
-    return path if _URL_SCHEME.match(path) else os.path.abspath(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,7 +172,7 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
         summary_file: Also write the JSON summary to this file (default: stdout only).
     """
     owned = spark is None and SparkSession.getActiveSession() is None
-    session = spark if spark is not None else start_session(config.spark)
+    session = spark if spark is not None else session_from_config(config.spark)
     try:
         if not has_delta_jar(session):
             return _fail(
@@ -241,41 +206,6 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
     finally:
         if owned:
             session.stop()
-
-
-def start_session(config: SparkConfig) -> SparkSession:
-    """Builds the job's session; under spark-submit its master and its own ``--conf`` settings win."""
-    settings = config.settings()
-    if not under_spark_submit():
-        return build_session(master=config.master, app_name=config.app_name, conf=settings)
-    submitted = submitted_conf()
-    if "spark.driver.memory" in settings and "spark.driver.memory" not in submitted:
-        log.info("spark.driver.memory from conf is ignored under spark-submit; pass --driver-memory to spark-submit")
-    settings.pop("spark.driver.memory", None)
-    kept = {key: value for key, value in submitted.items() if key in settings or key in DEFAULT_CONF}
-    return build_session(master=None, app_name=config.app_name, conf={**settings, **kept})
-
-
-def under_spark_submit() -> bool:
-    """True when spark-submit (or the pyspark launcher) started this Python process and its JVM."""
-    return "PYSPARK_GATEWAY_PORT" in os.environ
-
-
-def submitted_conf() -> dict[str, str]:
-    """The settings spark-submit was given (``--conf``, ``--driver-memory`` ...), read from its JVM."""
-    from pyspark import SparkConf, SparkContext
-
-    SparkContext._ensure_initialized()
-    return dict(SparkConf(loadDefaults=True).getAll())
-
-
-def has_delta_jar(spark: SparkSession) -> bool:
-    """True when Delta's JVM classes can be loaded (spark-submit needs ``--packages`` for that)."""
-    from py4j.java_gateway import JavaClass
-
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    return isinstance(jvm.io.delta.tables.DeltaTable, JavaClass)
 
 
 def store_exists(spark: SparkSession, path: str) -> bool:

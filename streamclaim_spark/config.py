@@ -3,18 +3,25 @@
 Each layer overrides the one before key by key (tables merge, values replace). The merged keys are parsed
 into frozen dataclasses; an unknown key, a wrong type or an out-of-range value raises ``ConfigError``
 naming the file (or flag) and the key, and saying how to fix it. Nothing here touches Spark.
+
+Each key is declared once, on its dataclass field (``conf_key``: its parser, and its name in the file or
+on the command line where that differs from the field's); the schema, the loader, ``known_keys`` and the
+flags' overrides are all derived from those fields.
 """
 
 from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
 import tomllib
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal
+
+from streamclaim_spark.errors import StreamclaimError
 
 BASE_FILE = "base.toml"
 LOCAL_FILE = "local.toml"
@@ -32,9 +39,106 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _DURATION_FIX = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "1d", or an integer of milliseconds'
 
+Key = tuple[str, ...]
+Parser = Callable[[Any], Any]
 
-class ConfigError(ValueError):
+
+class ConfigError(StreamclaimError, ValueError):
     """Raised when the configuration cannot be read or a key holds a value the job cannot use."""
+
+
+class _Invalid(Exception):
+    """A value's problem and its fix, turned into a ConfigError that names the key and its origin."""
+
+
+def resolve_store_path(path: str, base: Path | str | None = None) -> str:
+    """The store folder ``path`` names: a URL (``s3a://``, ``abfss://``, ``file:/``) as it is, a local path
+    made absolute from ``base``: the project folder for a conf file, the current folder (None) for a flag."""
+    if _URL_SCHEME.match(path):
+        return path
+    return os.path.abspath(os.path.join(base if base is not None else os.getcwd(), path))
+
+
+# --- value parsers: each returns the value or raises _Invalid saying what the key needs ------------------
+
+
+def _parser(accepts: Callable[[Any], bool], problem: str, convert: Parser = lambda value: value) -> Parser:
+    """A parser that converts the values ``accepts`` and refuses the others with ``problem``."""
+
+    def parse(value: Any) -> Any:
+        if not accepts(value):
+            raise _Invalid(problem)
+        return convert(value)
+
+    return parse
+
+
+_text = _parser(lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string")
+_identifier = _parser(
+    lambda v: isinstance(v, str) and bool(_IDENTIFIER.match(v)),
+    "must be a SQL identifier: letters, digits and _, not starting with a digit",
+)
+_boolean = _parser(lambda v: isinstance(v, bool), "must be true or false (TOML booleans, no quotes)")
+_positive_int = _parser(lambda v: type(v) is int and v >= 1, "must be a whole number of 1 or more (no quotes)")
+_port = _parser(
+    lambda v: type(v) is int and 0 <= v <= 65535, "must be a TCP port from 0 to 65535 (no quotes; 0 picks a free port)"
+)
+_password = _parser(lambda v: isinstance(v, str), 'must be a string ("" for no password)')
+_memory = _parser(
+    lambda v: isinstance(v, str) and bool(_MEMORY.match(v)), 'must be a JVM memory size such as "512m" or "2g"'
+)
+_log_level = _parser(
+    lambda v: isinstance(v, str) and v.upper() in LOG_LEVELS, f"must be one of {', '.join(LOG_LEVELS)}", str.upper
+)
+_patterns = _parser(
+    lambda v: isinstance(v, list) and bool(v) and all(isinstance(name, str) and name for name in v),
+    'must be a non-empty list of names or glob patterns, e.g. ["orders-*", "payments"]',
+    tuple,
+)
+_assign = _parser(
+    lambda v: v in ASSIGN_MODES,
+    'must be "consumer" (one recovery consumer), "live" (spread over live consumers) or "nack" '
+    "(give them back to their group, as XNACK FAIL does)",
+)
+
+
+def parse_duration_ms(value: Any) -> int:
+    """Milliseconds from an integer (ms) or a string with a unit: ``"250ms"``, ``"90s"``, ``"5m"``, ``"2h"``."""
+    if type(value) is int and value >= 0:
+        return value
+    match = _DURATION.match(value) if isinstance(value, str) else None
+    if match:
+        return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
+    problem = "must not be negative" if type(value) is int else "is not a duration"
+    raise _Invalid(f"{problem}; {_DURATION_FIX}")
+
+
+def _spark_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float | str):
+        return str(value)
+    raise _Invalid("must be a string, number or boolean")
+
+
+# --- the keys: declared on the dataclass fields --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfKey:
+    """What makes a dataclass field a key of its class's ``TABLE``; declared with ``conf_key``."""
+
+    parse: Parser  # checks and converts the file's (or flag's) value; raises _Invalid saying the fix
+    name: str = ""  # the key's name, when not the field's (min_idle for min_idle_ms)
+    flag: str = ""  # the argparse attribute of the flag that sets it, when not the key's name
+    from_flag: Parser | None = None  # turns the flag's value into the key's (--store: from the current folder)
+    spark: str = ""  # the spark.* setting it stands for: refused in [spark.conf], so it has one place
+    through: str = ""  # how that refusal names the key, when not "[table] name"
+
+
+def conf_key(parse: Parser, name: str = "", **declared: Any) -> dict[str, ConfKey]:
+    """Field metadata declaring the field a conf key (see ``ConfKey``)."""
+    return {"conf_key": ConfKey(parse, name, **declared)}
 
 
 @dataclass(frozen=True)
@@ -48,9 +152,11 @@ class StoreConfig:
             that is safe for one writing driver only (S3 without the DynamoDB log store; docs/DEPLOY.md).
     """
 
-    path: str
-    database: str = DEFAULT_DATABASE
-    single_writer: bool = False
+    TABLE: ClassVar[Key] = ("store",)
+
+    path: str = field(metadata=conf_key(_text, flag="store", from_flag=resolve_store_path))
+    database: str = field(default=DEFAULT_DATABASE, metadata=conf_key(_identifier))
+    single_writer: bool = field(default=False, metadata=conf_key(_boolean))
 
 
 @dataclass(frozen=True)
@@ -67,22 +173,31 @@ class SparkConfig:
         conf: Any other ``spark.*`` settings, passed as they are.
     """
 
-    app_name: str = "streamclaim-recover"
-    master: str = "local[*]"
-    shuffle_partitions: int = 4
-    driver_memory: str | None = None
-    log_level: str = "WARN"
+    TABLE: ClassVar[Key] = ("spark",)
+    # The session builder takes these as arguments, so that spark-submit's own master can win.
+    BUILDER_SETTINGS: ClassVar[tuple[str, ...]] = ("spark.app.name", "spark.master")
+
+    app_name: str = field(default="streamclaim-recover", metadata=conf_key(_text, spark="spark.app.name"))
+    master: str = field(
+        default="local[*]",
+        metadata=conf_key(
+            _text, spark="spark.master", through="spark.master (use [spark] master, or spark-submit --master)"
+        ),
+    )
+    shuffle_partitions: int = field(default=4, metadata=conf_key(_positive_int, spark="spark.sql.shuffle.partitions"))
+    driver_memory: str | None = field(default=None, metadata=conf_key(_memory, spark="spark.driver.memory"))
+    log_level: str = field(
+        default="WARN", metadata=conf_key(_log_level, flag="spark_log_level", spark="spark.log.level")
+    )
     conf: Mapping[str, str] = field(default_factory=dict)
 
     def settings(self) -> dict[str, str]:
-        """Every Spark setting this config makes, as ``spark.*`` keys."""
-        settings = {
-            **self.conf,
-            "spark.sql.shuffle.partitions": str(self.shuffle_partitions),
-            "spark.log.level": self.log_level,
-        }
-        if self.driver_memory is not None:
-            settings["spark.driver.memory"] = self.driver_memory
+        """Every Spark setting this config makes as ``spark.*`` keys, but the builder's own arguments."""
+        settings = dict(self.conf)
+        for name, _, declared in _keys(SparkConfig):
+            value = getattr(self, name)
+            if declared.spark and declared.spark not in self.BUILDER_SETTINGS and value is not None:
+                settings[declared.spark] = str(value)
         return settings
 
 
@@ -105,15 +220,17 @@ class RecoveryOptions:
         dry_run: Report what the run would do and change nothing.
     """
 
-    min_idle_ms: int = 300_000
-    streams: tuple[str, ...] = ("*",)
-    groups: tuple[str, ...] = ("*",)
-    assign: Assign = "consumer"
-    consumer: str = "recovery"
-    live_window_ms: int = 600_000
-    dead_letter: bool = True
-    max_deliveries: int = 10
-    dry_run: bool = False
+    TABLE: ClassVar[Key] = ("jobs", "recover_stale")
+
+    min_idle_ms: int = field(default=300_000, metadata=conf_key(parse_duration_ms, "min_idle"))
+    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
+    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
+    assign: Assign = field(default="consumer", metadata=conf_key(_assign))
+    consumer: str = field(default="recovery", metadata=conf_key(_text))
+    live_window_ms: int = field(default=600_000, metadata=conf_key(parse_duration_ms, "live_window"))
+    dead_letter: bool = field(default=True, metadata=conf_key(_boolean))
+    max_deliveries: int = field(default=10, metadata=conf_key(_positive_int))
+    dry_run: bool = field(default=False, metadata=conf_key(_boolean))
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:
@@ -148,15 +265,17 @@ class ServerConfig:
         batch_max_bytes: Most bytes of arguments one group commit gathers.
     """
 
-    bind: str = "127.0.0.1"
-    port: int = 6390
-    requirepass: str = ""
-    max_clients: int = 1000
-    max_bulk_bytes: int = 64 * 1024 * 1024
-    max_arguments: int = 1024 * 1024
-    allow_flush: bool = False
-    batch_max_commands: int = 1000
-    batch_max_bytes: int = 64 * 1024 * 1024
+    TABLE: ClassVar[Key] = ("server",)
+
+    bind: str = field(default="127.0.0.1", metadata=conf_key(_text))
+    port: int = field(default=6390, metadata=conf_key(_port))
+    requirepass: str = field(default="", metadata=conf_key(_password))
+    max_clients: int = field(default=1000, metadata=conf_key(_positive_int))
+    max_bulk_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(_positive_int))
+    max_arguments: int = field(default=1024 * 1024, metadata=conf_key(_positive_int))
+    allow_flush: bool = field(default=False, metadata=conf_key(_boolean))
+    batch_max_commands: int = field(default=1000, metadata=conf_key(_positive_int))
+    batch_max_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(_positive_int))
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -166,8 +285,8 @@ class ServerConfig:
                 f"bind={self.bind!r} is not a loopback address and no requirepass is set: anyone who reaches "
                 "the port could read and delete every stream; set requirepass (or bind 127.0.0.1)"
             )
-        for name in ("max_clients", "max_bulk_bytes", "max_arguments", "batch_max_commands", "batch_max_bytes"):
-            if getattr(self, name) < 1:
+        for name, _, declared in _keys(ServerConfig):
+            if declared.parse is _positive_int and getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}: give 1 or more")
 
 
@@ -192,146 +311,56 @@ class AppConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
 
 
-# --- the key schema --------------------------------------------------------------------------------------
-
-Key = tuple[str, ...]
-Parser = Callable[[Any], Any]
-
-
-class _Invalid(Exception):
-    """A value's problem and its fix, turned into a ConfigError that names the key and its origin."""
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise _Invalid("must be a non-empty string")
-    return value
-
-
-def _identifier(value: Any) -> str:
-    if not isinstance(value, str) or not _IDENTIFIER.match(value):
-        raise _Invalid("must be a SQL identifier: letters, digits and _, not starting with a digit")
-    return value
-
-
-def _boolean(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid("must be true or false (TOML booleans, no quotes)")
-    return value
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise _Invalid("must be a whole number of 1 or more (no quotes)")
-    return value
-
-
-def _port(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
-        raise _Invalid("must be a TCP port from 0 to 65535 (no quotes; 0 picks a free port)")
-    return value
-
-
-def _password(value: Any) -> str:
-    if not isinstance(value, str):
-        raise _Invalid('must be a string ("" for no password)')
-    return value
-
-
-def parse_duration_ms(value: Any) -> int:
-    """Milliseconds from an integer (ms) or a string with a unit: ``"250ms"``, ``"90s"``, ``"5m"``, ``"2h"``."""
-    if isinstance(value, bool):
-        raise _Invalid(f"is not a duration; {_DURATION_FIX}")
-    if isinstance(value, int):
-        if value < 0:
-            raise _Invalid(f"must not be negative; {_DURATION_FIX}")
-        return value
-    if isinstance(value, str):
-        match = _DURATION.match(value)
-        if match:
-            return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
-    raise _Invalid(f"is not a duration; {_DURATION_FIX}")
-
-
-def _memory(value: Any) -> str:
-    if not isinstance(value, str) or not _MEMORY.match(value):
-        raise _Invalid('must be a JVM memory size such as "512m" or "2g"')
-    return value
-
-
-def _log_level(value: Any) -> str:
-    if not isinstance(value, str) or value.upper() not in LOG_LEVELS:
-        raise _Invalid(f"must be one of {', '.join(LOG_LEVELS)}")
-    return value.upper()
-
-
-def _patterns(value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise _Invalid('must be a non-empty list of names or glob patterns, e.g. ["orders-*", "payments"]')
-    return tuple(value)
-
-
-def _assign(value: Any) -> Assign:
-    if value not in ASSIGN_MODES:
-        raise _Invalid(
-            'must be "consumer" (one recovery consumer), "live" (spread over live consumers) or "nack" '
-            "(give them back to their group, as XNACK FAIL does)"
-        )
-    return cast(Assign, value)
-
-
-def _spark_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | str):
-        return str(value)
-    raise _Invalid("must be a string, number or boolean")
-
-
-# Every key a file may set: (section..., key) -> parser. ``spark.conf`` takes any ``spark.*`` key.
-_LEAVES: dict[Key, Parser] = {
-    ("store", "path"): _text,
-    ("store", "database"): _identifier,
-    ("store", "single_writer"): _boolean,
-    ("spark", "app_name"): _text,
-    ("spark", "master"): _text,
-    ("spark", "shuffle_partitions"): _positive_int,
-    ("spark", "driver_memory"): _memory,
-    ("spark", "log_level"): _log_level,
-    ("jobs", "recover_stale", "streams"): _patterns,
-    ("jobs", "recover_stale", "groups"): _patterns,
-    ("jobs", "recover_stale", "min_idle"): parse_duration_ms,
-    ("jobs", "recover_stale", "assign"): _assign,
-    ("jobs", "recover_stale", "consumer"): _text,
-    ("jobs", "recover_stale", "live_window"): parse_duration_ms,
-    ("jobs", "recover_stale", "dead_letter"): _boolean,
-    ("jobs", "recover_stale", "max_deliveries"): _positive_int,
-    ("jobs", "recover_stale", "dry_run"): _boolean,
-    ("server", "bind"): _text,
-    ("server", "port"): _port,
-    ("server", "requirepass"): _password,
-    ("server", "max_clients"): _positive_int,
-    ("server", "max_bulk_bytes"): _positive_int,
-    ("server", "max_arguments"): _positive_int,
-    ("server", "allow_flush"): _boolean,
-    ("server", "batch_max_commands"): _positive_int,
-    ("server", "batch_max_bytes"): _positive_int,
-}
-SPARK_CONF: Key = ("spark", "conf")
-# Settings with a typed key of their own, so there is one place to set them.
-_TYPED_SPARK_KEYS = {
-    "spark.master": "spark.master (use [spark] master, or spark-submit --master)",
-    "spark.app.name": "[spark] app_name",
-    "spark.sql.shuffle.partitions": "[spark] shuffle_partitions",
-    "spark.driver.memory": "[spark] driver_memory",
-    "spark.log.level": "[spark] log_level",
-}
-_TABLES = {key[:i] for key in (*_LEAVES, SPARK_CONF) for i in range(1, len(key))} | {SPARK_CONF}
+# --- the schema, derived from the fields ----------------------------------------------------------------
 
 
 def dotted(key: Key) -> str:
     """``("jobs", "recover_stale", "min_idle")`` as ``jobs.recover_stale.min_idle`` (spark keys quoted)."""
     return ".".join(f'"{part}"' if "." in part else part for part in key)
+
+
+_SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig)
+
+
+def _keys(section: type[Any]) -> Iterator[tuple[str, Key, ConfKey]]:
+    """(field name, key, declaration) of each conf key of a section dataclass."""
+    for item in fields(section):
+        if "conf_key" in item.metadata:
+            declared: ConfKey = item.metadata["conf_key"]
+            yield item.name, (*section.TABLE, declared.name or item.name), declared
+
+
+# Every key a file may set. ``spark.conf`` takes any ``spark.*`` key.
+_LEAVES: dict[Key, ConfKey] = {key: declared for section in _SECTIONS for _, key, declared in _keys(section)}
+SPARK_CONF: Key = (*SparkConfig.TABLE, "conf")
+# Settings with a typed key of their own, so there is one place to set them.
+_TYPED_SPARK_KEYS = {
+    declared.spark: declared.through or f"[{dotted(key[:-1])}] {key[-1]}"
+    for key, declared in _LEAVES.items()
+    if declared.spark
+}
+_TABLES = {key[:i] for key in (*_LEAVES, SPARK_CONF) for i in range(1, len(key))} | {SPARK_CONF}
+
+
+def known_keys() -> Iterable[str]:
+    """Every key the files may set, dotted (``spark.conf`` stands for any ``spark.*`` setting)."""
+    return [dotted(key) for key in (*_LEAVES, SPARK_CONF)]
+
+
+def flag_overrides(args: object) -> dict[Key, tuple[Any, str]]:
+    """Overrides from parsed command-line flags: each key's flag (``--`` and its name, or its ``flag``, with
+    dashes) that ``args`` has and was given (not None) sets the key, credited to the flag in errors."""
+    overrides: dict[Key, tuple[Any, str]] = {}
+    for key, declared in _LEAVES.items():
+        attribute = declared.flag or key[-1]
+        value = getattr(args, attribute, None)
+        if value is not None:
+            converted = declared.from_flag(value) if declared.from_flag else value
+            overrides[key] = (converted, "--" + attribute.replace("_", "-"))
+    return overrides
+
+
+# --- loading ---------------------------------------------------------------------------------------------
 
 
 def _flatten(table: Mapping[str, Any], origin: str, prefix: Key = ()) -> dict[Key, Any]:
@@ -411,129 +440,51 @@ def load_config(
     layers = [base]
     if local and (folder / LOCAL_FILE).is_file():
         layers.append(folder / LOCAL_FILE)
-    values: dict[Key, Any] = {}
-    origins: dict[Key, str] = {}
+    merged: dict[Key, tuple[Any, str]] = {}  # key -> (value, the file or flag that set it)
     for path in layers:
-        for key, value in _flatten(read_toml(path), str(path)).items():
-            values[key] = value
-            origins[key] = str(path)
-    for key, (value, flag) in (overrides or {}).items():
+        merged.update((key, (value, str(path))) for key, value in _flatten(read_toml(path), str(path)).items())
+    for key, (_, flag) in (overrides or {}).items():
         if key[:-1] == SPARK_CONF:
             _check_spark_key(key, flag)
         elif key not in _LEAVES:
             raise ConfigError(f"{flag}: unknown key {dotted(key)}")
-        values[key] = value
-        origins[key] = flag
-    parsed = _Parsed(values, origins)
-    store_path = parsed.get(("store", "path"), _text)
-    if store_path is None:
+    merged.update(overrides or {})
+    path_key: Key = (*StoreConfig.TABLE, "path")
+    if path_key not in merged:
         raise ConfigError(f"store.path is not set; set it in {base} or {folder / LOCAL_FILE}, or pass --store")
-    if origins[("store", "path")] in {str(p) for p in layers}:
+    store_path = _parse(merged, path_key, _LEAVES[path_key].parse)
+    if merged[path_key][1] in {str(p) for p in layers}:
         store_path = resolve_store_path(store_path, folder.resolve().parent)
-    store = StoreConfig(
-        path=store_path,
-        database=parsed.get(("store", "database"), _identifier, DEFAULT_DATABASE),
-        single_writer=parsed.get(("store", "single_writer"), _boolean, False),
-    )
-    spark = parsed.build(
-        SparkConfig,
-        {
-            "app_name": ("spark", "app_name"),
-            "master": ("spark", "master"),
-            "shuffle_partitions": ("spark", "shuffle_partitions"),
-            "driver_memory": ("spark", "driver_memory"),
-            "log_level": ("spark", "log_level"),
-        },
-        conf=parsed.spark_conf(),
-    )
-    job = ("jobs", "recover_stale")
-    recover = parsed.build(
-        RecoveryOptions,
-        {
-            "streams": (*job, "streams"),
-            "groups": (*job, "groups"),
-            "min_idle_ms": (*job, "min_idle"),
-            "assign": (*job, "assign"),
-            "consumer": (*job, "consumer"),
-            "live_window_ms": (*job, "live_window"),
-            "dead_letter": (*job, "dead_letter"),
-            "max_deliveries": (*job, "max_deliveries"),
-            "dry_run": (*job, "dry_run"),
-        },
-    )
-    server = parsed.build(
-        ServerConfig,
-        {
-            "bind": ("server", "bind"),
-            "port": ("server", "port"),
-            "requirepass": ("server", "requirepass"),
-            "max_clients": ("server", "max_clients"),
-            "max_bulk_bytes": ("server", "max_bulk_bytes"),
-            "max_arguments": ("server", "max_arguments"),
-            "allow_flush": ("server", "allow_flush"),
-            "batch_max_commands": ("server", "batch_max_commands"),
-            "batch_max_bytes": ("server", "batch_max_bytes"),
-        },
-    )
+    spark_conf = {key[-1]: _parse(merged, key, _spark_value) for key in sorted(merged) if key[:-1] == SPARK_CONF}
     return AppConfig(
-        store=store, spark=spark, recover_stale=recover, sources=tuple(str(p) for p in layers), server=server
+        store=_build(merged, StoreConfig, path=store_path),
+        spark=_build(merged, SparkConfig, conf=spark_conf),
+        recover_stale=_build(merged, RecoveryOptions),
+        sources=tuple(str(p) for p in layers),
+        server=_build(merged, ServerConfig),
     )
 
 
-def resolve_store_path(path: str, project_root: Path) -> str:
-    """A relative local path from a conf file is taken relative to the project folder (conf/'s parent)."""
-    if _URL_SCHEME.match(path) or Path(path).is_absolute():
-        return path
-    return str(project_root / path)
+def _parse(merged: Mapping[Key, tuple[Any, str]], key: Key, parser: Parser) -> Any:
+    """The value of ``key`` parsed; an invalid one raises ConfigError naming its file (or flag) and the key."""
+    value, origin = merged[key]
+    try:
+        return parser(value)
+    except _Invalid as problem:
+        raise ConfigError(f"{origin}: {dotted(key)} = {value!r} {problem}") from None
 
 
-class _Parsed:
-    """Merged values plus where each came from; parses them key by key with errors that name both."""
-
-    def __init__(self, values: Mapping[Key, Any], origins: Mapping[Key, str]) -> None:
-        self.values = values
-        self.origins = origins
-
-    def get(self, key: Key, parser: Parser, default: Any = None) -> Any:
-        if key not in self.values:
-            return default
-        value = self.values[key]
-        try:
-            return parser(value)
-        except _Invalid as problem:
-            raise ConfigError(f"{self.origins[key]}: {dotted(key)} = {value!r} {problem}") from None
-
-    def build(self, cls: Callable[..., Any], fields: Mapping[str, Key], **extra: Any) -> Any:
-        kwargs = dict(extra)
-        for name, key in fields.items():
-            if key in self.values:
-                kwargs[name] = self.get(key, _LEAVES[key])
-        try:
-            return cls(**kwargs)
-        except ValueError as error:
-            # A cross-field rule of the dataclass; name the table the keys live in.
-            table = dotted(next(iter(fields.values()))[:-1])
-            sources = sorted({self.origins[k] for k in fields.values() if k in self.origins})
-            raise ConfigError(f"{', '.join(sources) or 'defaults'}: [{table}] {error}") from None
-
-    def spark_conf(self) -> dict[str, str]:
-        conf = {}
-        for key in sorted(k for k in self.values if k[:-1] == SPARK_CONF):
-            conf[key[-1]] = self.get(key, _spark_value)
-        return conf
-
-
-def flag_overrides(args: object, flags: Iterable[tuple[str, Key]]) -> dict[Key, tuple[Any, str]]:
-    """Overrides from parsed command-line flags: each (attribute, key) given (not None) sets ``key``,
-    credited to the flag ``--attribute-name`` in error messages."""
-    overrides: dict[Key, tuple[Any, str]] = {}
-    for attribute, key in flags:
-        value = getattr(args, attribute)
-        if value is not None:
-            overrides[key] = (value, "--" + attribute.replace("_", "-"))
-    return overrides
-
-
-def known_keys() -> Iterable[str]:
-    """Every key the files may set, dotted (``spark.conf`` stands for any ``spark.*`` setting)."""
-    return [dotted(key) for key in (*_LEAVES, SPARK_CONF)]
+def _build(merged: Mapping[Key, tuple[Any, str]], section: type[Any], **given: Any) -> Any:
+    """The section's dataclass from the keys set in its ``TABLE`` (``given`` fields as they are)."""
+    kwargs = dict(given)
+    origins = set()
+    for name, key, declared in _keys(section):
+        if key in merged:
+            origins.add(merged[key][1])
+            if name not in given:
+                kwargs[name] = _parse(merged, key, declared.parse)
+    try:
+        return section(**kwargs)
+    except ValueError as error:
+        # A cross-field rule of the dataclass; name the table the keys live in.
+        raise ConfigError(f"{', '.join(sorted(origins)) or 'defaults'}: [{dotted(section.TABLE)}] {error}") from None

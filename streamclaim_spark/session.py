@@ -1,19 +1,26 @@
 """The one place that builds a SparkSession for the store.
 
 Users may pass their own Delta-enabled session to ``StreamStore.open``; otherwise this module builds a
-local one. The Delta JVM jar is resolved from Maven Central by Spark's own ``spark.jars.packages`` the
-first time and served from the Ivy cache afterwards, so later starts work offline.
+local one (``build_session``), or the console scripts' one from ``conf/`` (``session_from_config``, which
+lets spark-submit's own settings win). The Delta JVM jar is resolved from Maven Central by Spark's own
+``spark.jars.packages`` the first time and served from the Ivy cache afterwards, so later starts work offline.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Mapping
 
+from py4j.java_gateway import JavaClass
+from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.config import SparkConfig
 from streamclaim_spark.object_store import WriterSafety, check_writer_safety
+
+log = logging.getLogger(__name__)
 
 # delta-spark 4.4.1 on PyPI is a Python-only patch release: Maven Central carries the JVM artifact for
 # Spark 4.2 only up to 4.4.0, which the 4.4.1 Python API drives unchanged (docs/DESIGN.md, "Stack").
@@ -38,7 +45,9 @@ DEFAULT_CONF: Mapping[str, str] = {
     # the MERGE's joins, the log replay) need more, so every command recompiled ~19 of them (~1.7 s of
     # Janino per 8 commands). Static: it sizes a JVM-wide cache when the first session starts.
     "spark.sql.codegen.cache.maxEntries": "1000",
-    # Claims rely on MERGE writing deletion vectors rather than copying whole files.
+    # Only matters on stores created with deletion vectors (new ones have them off, tables.py), and each
+    # state commit sets it for itself (transaction._commit_settings: off for a command's few rows, on for
+    # bulk plans); this is only the session's starting value.
     "spark.databricks.delta.merge.deletionVectors.persistent": "true",
 }
 
@@ -78,6 +87,38 @@ def build_session(
     spark = builder.getOrCreate()
     quiet_expected_failures(spark)
     return spark
+
+
+def session_from_config(config: SparkConfig) -> SparkSession:
+    """Builds a console script's session from ``[spark]``; under spark-submit its master and its own
+    ``--conf`` settings win (the JVM already runs, so ``spark.driver.memory`` cannot apply any more)."""
+    settings = config.settings()
+    if not under_spark_submit():
+        return build_session(master=config.master, app_name=config.app_name, conf=settings)
+    submitted = submitted_conf()
+    if "spark.driver.memory" in settings and "spark.driver.memory" not in submitted:
+        log.info("spark.driver.memory from conf is ignored under spark-submit; pass --driver-memory to spark-submit")
+    settings.pop("spark.driver.memory", None)
+    kept = {key: value for key, value in submitted.items() if key in settings or key in DEFAULT_CONF}
+    return build_session(master=None, app_name=config.app_name, conf={**settings, **kept})
+
+
+def under_spark_submit() -> bool:
+    """True when spark-submit (or the pyspark launcher) started this Python process and its JVM."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def submitted_conf() -> dict[str, str]:
+    """The settings spark-submit was given (``--conf``, ``--driver-memory`` ...), read from its JVM."""
+    SparkContext._ensure_initialized()
+    return dict(SparkConf(loadDefaults=True).getAll())
+
+
+def has_delta_jar(spark: SparkSession) -> bool:
+    """True when Delta's JVM classes can be loaded (spark-submit needs ``--packages`` for that)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return isinstance(jvm.io.delta.tables.DeltaTable, JavaClass)
 
 
 def active_or_new_session() -> SparkSession:

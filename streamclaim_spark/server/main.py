@@ -15,6 +15,7 @@ from typing import Any
 from streamclaim_spark.config import AppConfig, ConfigError, Key, flag_overrides, load_config
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.server.server import PROG, StreamClaimServer
+from streamclaim_spark.session import session_from_config
 from streamclaim_spark.store import StreamStore
 
 log = logging.getLogger("streamclaim_spark.server")
@@ -60,25 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Key, tuple[Any, str]]:
+    """The flags given, and the password from the environment (a flag beats it), as config overrides."""
     overrides: dict[Key, tuple[Any, str]] = {}
-    if args.store is not None:
-        overrides[("store", "path")] = (
-            os.path.abspath(args.store) if "://" not in args.store else args.store,
-            "--store",
-        )
     if environ.get(PASSWORD_ENV):
         overrides[("server", "requirepass")] = (environ[PASSWORD_ENV], PASSWORD_ENV)
-    flags = [
-        ("single_writer", ("store", "single_writer")),
-        ("bind", ("server", "bind")),
-        ("port", ("server", "port")),
-        ("requirepass", ("server", "requirepass")),
-        ("max_clients", ("server", "max_clients")),
-        ("allow_flush", ("server", "allow_flush")),
-        ("batch_max_commands", ("server", "batch_max_commands")),
-        ("master", ("spark", "master")),
-    ]
-    overrides.update(flag_overrides(args, flags))
+    overrides.update(flag_overrides(args))
     return overrides
 
 
@@ -99,12 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serve(config: AppConfig) -> int:
     """Starts Spark, opens (or creates) the store and serves it until SIGTERM or SIGINT."""
-    from streamclaim_spark.cli import start_session
-
     stop_requested = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop_requested.set())
-    spark = start_session(replace(config.spark, app_name=PROG))
+    spark = session_from_config(replace(config.spark, app_name=PROG))
     try:
         try:
             store = StreamStore.open(config.store.path, spark=spark, single_writer=config.store.single_writer)

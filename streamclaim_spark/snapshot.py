@@ -28,6 +28,10 @@ from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
 
 _ScanKey = tuple[str, str, str | None, Scan]
+# A prefetch names its streams too, so Delta can skip files by the stream column's statistics; past this
+# many the partition filter alone selects the rows (a fleet's names all lie in every file's min-max range
+# anyway), since Column.isin makes one py4j call per name: 6-14 s for 10,000 streams (docs/BENCHMARKS.md).
+_STREAM_FILTER_MAX_KEYS = 64
 
 
 class Snapshot:
@@ -138,7 +142,10 @@ class Snapshot:
         if not wanted:
             return None
         keys = sorted({need.key for need in needs})
-        frame = self.frame().where(in_partitions(partitions) & F.col(C.STREAM).isin(keys) & _any(wanted))
+        where = in_partitions(partitions) & _any(wanted)
+        if len(keys) <= _STREAM_FILTER_MAX_KEYS:
+            where = where & F.col(C.STREAM).isin(keys)
+        frame = self.frame().where(where)
         if scan is not None:
             (_, _, _, range_scan), in_range = scan
             ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]

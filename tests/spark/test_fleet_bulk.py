@@ -7,9 +7,11 @@ from collections.abc import Callable
 import pytest
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark import ReplyError, StaleSelection, StreamStore
 from streamclaim_spark.bulk import NewGroup
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
+from streamclaim_spark.spark_jobs import count_jobs
+from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 
@@ -152,3 +154,39 @@ def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fle
 
     assert str(raised.value) == ("NOGROUP No such key 't2' or consumer group 'billing' in XREADGROUP with GROUP option")
     assert current_version(fleet) == before
+
+
+# Spark jobs of each bulk path over a fleet of 100 groups, as measured when set (docs/BENCHMARKS.md, "Fleet
+# building"); create_groups and deliver_many ran 8-10 and 19-21 at 10,000 groups too: no path may run a
+# job per stream or group.
+FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 21, "claim_stale": 21}
+
+
+def test_fleet_bulk_paths_run_a_fixed_number_of_spark_jobs_whatever_the_number_of_groups(
+    spark: SparkSession, templates: TemplateStores
+) -> None:
+    # 100 streams: past the 64 names a prefetch still filters on one by one (snapshot.py).
+    clock = ManualClock(T0)
+    store = templates.copy(templates.template("fleet of 100", _build_fleet_of_100, clock=clock), clock=clock)
+    names = [f"f{n:03d}" for n in range(100)]
+    jobs: dict[str, int] = {}
+
+    with count_jobs(spark.sparkContext) as counted:
+        created = store.create_groups([(name, "workers", "0") for name in names])
+    jobs["create_groups"] = counted.jobs
+    with count_jobs(spark.sparkContext) as counted:
+        delivered = store.deliver_many([(name, "workers", "dead") for name in names], count=2)
+    jobs["deliver_many"] = counted.jobs
+    clock.now += 60_000
+    with count_jobs(spark.sparkContext) as counted:
+        claimed = store.claim_stale(StaleSelection(min_idle_ms=1_000, groups=("workers",)), "rescuer")
+    jobs["claim_stale"] = counted.jobs
+
+    assert (created, sum(d.count for d in delivered), claimed.total_claimed) == (100, 200, 200)
+    assert store.execute("XPENDING", "f099", "workers") == [2, f"{T0}-0", f"{T0}-1", [["rescuer", "2"]]]
+    assert {path: jobs[path] for path in jobs if jobs[path] > FLEET_JOB_BUDGETS[path]} == {}, jobs
+
+
+def _build_fleet_of_100(store: StreamStore) -> None:
+    frame = store.spark.range(0, 300, 1, 2).selectExpr("format_string('f%03d', id % 100) AS stream", "id DIV 100 AS n")
+    store.append_streams(frame, stream_column="stream")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -99,6 +99,44 @@ def in_partitions(partitions: str | Iterable[str], table: str = "") -> Column:
     # One SQL expression, one py4j call: Column.isin makes one py4j call per value (~3 s for 10,000
     # groups, several times per recovery run). Partition IDs and buckets are hex digests: safe to quote.
     return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets)}) AND {prefix}{C.PARTITION_ID} IN ({_quoted(wanted)})")
+
+
+# Past this many partitions a query names only their buckets and lets a join select the rows: testing
+# each row against thousands of partition IDs costs more than the rows it drops, and a fleet's partitions
+# lie in every file, so their IDs skip none (docs/BENCHMARKS.md, "Fleet building").
+NAMED_PARTITIONS_MAX = 64
+
+
+def pruned_to(partitions: Iterable[str], table: str = "") -> Column:
+    """A filter for a query whose join keeps only rows of ``partitions``: ``in_partitions`` for a few,
+    their buckets alone (directory pruning) for more than ``NAMED_PARTITIONS_MAX``."""
+    wanted = sorted(set(partitions))
+    if len(wanted) <= NAMED_PARTITIONS_MAX:
+        return in_partitions(wanted, table)
+    prefix = f"{table}." if table else ""
+    return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(sorted({bucket_of(p) for p in wanted}))})")
+
+
+# A row's key but its ID: a head row (no consumer) or a consumer row (rows_with_keys).
+ROW_KEY_SCHEMA = StructType(
+    [
+        StructField(C.PARTITION_ID, StringType(), nullable=False),
+        StructField(C.ROW_KIND, StringType(), nullable=False),
+        StructField(C.CONSUMER, StringType()),
+    ]
+)
+
+
+def rows_with_keys(rows: DataFrame, keys: DataFrame) -> DataFrame:
+    """The ``rows`` whose (partition, kind, consumer) is among ``keys`` (ROW_KEY_SCHEMA), by a broadcast
+    semi-join: one plan for any number of keys, where IN lists of thousands are tested row by row."""
+    t, k = rows.alias("t"), F.broadcast(keys).alias("k")
+    matches = (
+        (F.col(f"t.{C.PARTITION_ID}") == F.col(f"k.{C.PARTITION_ID}"))
+        & (F.col(f"t.{C.ROW_KIND}") == F.col(f"k.{C.ROW_KIND}"))
+        & F.col(f"t.{C.CONSUMER}").eqNullSafe(F.col(f"k.{C.CONSUMER}"))
+    )
+    return t.join(k, matches, "left_semi")
 
 
 def _quoted(values: Iterable[str]) -> str:

@@ -13,25 +13,21 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import (
-    StateRow,
-    by_bytes,
-    entry_from_row,
-    id_between,
-    id_in,
-    pending_from_row,
-    stored_id,
-)
+from streamclaim_spark.columns import StateRow, by_bytes, entry_from_row, id_between, id_in, pending_from_row, stored_id
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.partitions import group_partition, stream_partition
-from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
+from streamclaim_spark.schema import (
+    COLUMN_NAMES,
+    NAMED_PARTITIONS_MAX,
+    ROW_KEY_SCHEMA,
+    in_partitions,
+    pruned_to,
+    rows_with_keys,
+)
 
 _ScanKey = tuple[str, str, str | None, Scan]
-# A prefetch names its streams too, so Delta can skip files by the stream column's statistics; past this
-# many the partition filter alone selects the rows (a fleet's names all lie in every file's min-max range
-# anyway), since Column.isin makes one py4j call per name: 6-14 s for 10,000 streams (docs/BENCHMARKS.md).
-_STREAM_FILTER_MAX_KEYS = 64
 
 
 class Snapshot:
@@ -130,6 +126,13 @@ class Snapshot:
                 wanted.append(scan[1])
                 partitions.add(part)
             partitions.update(group_parts.values())
+        keyed = len(stream_heads) + len(group_heads) + sum(len(parts) for parts in consumers.values())
+        if scan is None and keyed > NAMED_PARTITIONS_MAX:
+            # A fleet's heads and consumers: one semi-join with their keys instead of IN lists of thousands.
+            frame = self._keyed_rows(stream_heads, group_heads, consumers)
+            if wanted:
+                frame = frame.unionByName(self.frame().where(in_partitions(partitions) & _any(wanted)))
+            return frame, None
         for kind, heads in ((C.KIND_STREAM, stream_heads), (C.KIND_GROUP, group_heads)):
             if heads:
                 wanted.append(_kind_in(sorted(heads), kind))
@@ -143,7 +146,7 @@ class Snapshot:
             return None
         keys = sorted({need.key for need in needs})
         where = in_partitions(partitions) & _any(wanted)
-        if len(keys) <= _STREAM_FILTER_MAX_KEYS:
+        if len(keys) <= NAMED_PARTITIONS_MAX:  # lets Delta skip files by stream; isin is a py4j call per name
             where = where & F.col(C.STREAM).isin(keys)
         frame = self.frame().where(where)
         if scan is not None:
@@ -154,6 +157,23 @@ class Snapshot:
             if range_scan.limit is not None:
                 frame = frame.limit(point_rows + range_scan.limit)
         return frame, scan[0] if scan is not None else None
+
+    def _keyed_rows(self, stream_heads: set[str], group_heads: set[str], consumers: dict[str, set[str]]) -> DataFrame:
+        """The head rows of ``stream_heads`` and ``group_heads`` and the named consumers' rows, selected by a
+        broadcast semi-join with their keys (partition, kind, consumer): one py4j call for any number."""
+        records: list[dict[str, str | None]] = [
+            {C.PARTITION_ID: part, C.ROW_KIND: kind, C.CONSUMER: None}
+            for kind, heads in ((C.KIND_STREAM, stream_heads), (C.KIND_GROUP, group_heads))
+            for part in sorted(heads)
+        ]
+        records += [
+            {C.PARTITION_ID: part, C.ROW_KIND: C.KIND_CONSUMER, C.CONSUMER: name}
+            for name, parts in sorted(consumers.items())
+            for part in sorted(parts)
+        ]
+        keys = json_frame(self.spark, records, ROW_KEY_SCHEMA)
+        kinds = F.col(C.ROW_KIND).isin(C.KIND_STREAM, C.KIND_GROUP, C.KIND_CONSUMER)
+        return rows_with_keys(self.frame().where(pruned_to(str(r[C.PARTITION_ID]) for r in records) & kinds), keys)
 
     def _remember(self, needs: Sequence[Need], rows: list[Row], scan_key: _ScanKey | None) -> None:
         """Files the rows of a prefetch under what they answer; what was asked for and absent is None."""

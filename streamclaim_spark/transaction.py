@@ -10,7 +10,6 @@ either way is re-run from a fresh snapshot with jittered exponential backoff (do
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import random
@@ -22,12 +21,13 @@ from typing import Any, TypeVar
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, LongType, StructField, StructType
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_between
 from streamclaim_spark.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
 from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Plan, Write
 from streamclaim_spark.partitions import bucket_of
@@ -153,24 +153,6 @@ def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
     for write in writes:
         by_key[write.key()] = write
     return [_source_row(write) for write in by_key.values()]
-
-
-def json_frame(spark: SparkSession, records: Sequence[dict[str, Any]], schema: StructType) -> DataFrame:
-    """A small DataFrame of ``records`` built in the JVM from one JSON literal.
-
-    ``createDataFrame`` of a Python list is a Python RDD, evaluated (for a MERGE source: twice) in
-    Python worker processes. ``from_json`` of a literal is deterministic, so Delta may read it twice
-    without materializing it; JSON escapes carry any Unicode text, NULs included, unchanged, and
-    ``bytes`` go as base64, which is how Spark's JSON reader fills a BINARY column.
-    """
-    text = json.dumps(list(records), separators=(",", ":"), default=_json_bytes)
-    return spark.range(1).select(F.inline(F.from_json(F.lit(text), ArrayType(schema))))
-
-
-def _json_bytes(value: Any) -> str:
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write a {type(value).__name__} into a MERGE source row")
 
 
 def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:

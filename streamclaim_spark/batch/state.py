@@ -42,6 +42,7 @@ from streamclaim_spark.batch.rows import (
     stored_pair,
 )
 from streamclaim_spark.columns import by_bytes, entry_from_row, pending_from_row, stored_id
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import (
     ConsumerMeta,
@@ -58,7 +59,6 @@ from streamclaim_spark.model import (
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import STATE_SCHEMA, in_partitions
 from streamclaim_spark.snapshot import Snapshot
-from streamclaim_spark.transaction import json_frame
 
 # Rows of one partition the batch reads into memory; bigger partitions are read through Spark.
 DEFAULT_LOAD_LIMIT = 10_000

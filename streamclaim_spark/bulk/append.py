@@ -16,11 +16,12 @@ from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StringT
 from streamclaim_spark import _constants as C
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import MAX_ID, StreamId, to_stored
 from streamclaim_spark.model import Need, StreamMeta
 from streamclaim_spark.partitions import stream_partition
 from streamclaim_spark.schema import FIELD_PAIR
-from streamclaim_spark.transaction import json_frame, source_frame
+from streamclaim_spark.transaction import source_frame
 from streamclaim_spark.writes import put_stream_head
 
 if TYPE_CHECKING:

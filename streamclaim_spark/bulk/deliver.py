@@ -18,12 +18,13 @@ from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_at_least, stored_id
 from streamclaim_spark.context import Context
 from streamclaim_spark.errors import nogroup_xreadgroup
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import MAX_ID, StreamId, to_stored
 from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.model import Need
 from streamclaim_spark.partitions import group_partition, stream_partition
-from streamclaim_spark.schema import in_partitions
-from streamclaim_spark.transaction import json_frame, source_frame
+from streamclaim_spark.schema import pruned_to
+from streamclaim_spark.transaction import source_frame
 from streamclaim_spark.writes import put_group, touch_consumer
 
 if TYPE_CHECKING:
@@ -203,7 +204,7 @@ def plan_deliveries(
     entries = (
         ctx.snapshot.frame()
         .where(
-            in_partitions([stream_partition(key) for key in streams])
+            pruned_to([stream_partition(key) for key in streams])  # the join below keeps the targets' streams
             & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
             & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
         )

@@ -20,13 +20,14 @@ from streamclaim_spark.claims.owners import Pair
 from streamclaim_spark.claims.selection import pending_with_fields
 from streamclaim_spark.columns import id_text
 from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.frames import json_frame
 from streamclaim_spark.partitions import group_partition
 from streamclaim_spark.recovery.plan import COPY_ID, COPY_KEY, OWNER_KEY, entries_of, pending_of, with_owner_key
 from streamclaim_spark.runner import Runner
 from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.tables import ensure_dead_letter_table, table_path
-from streamclaim_spark.transaction import committed_version, json_frame, run_with_retries
+from streamclaim_spark.transaction import committed_version, run_with_retries
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.recovery")

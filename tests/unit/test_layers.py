@@ -31,7 +31,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "config",
         "object_store",
     ),
-    "spark i/o": ("schema", "columns", "conflicts", "spark_jobs", "session", "tables", "snapshot"),
+    "spark i/o": ("schema", "frames", "columns", "conflicts", "spark_jobs", "session", "tables", "snapshot"),
     "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),
     "commands": ("commands", "commands.*"),
     "beyond redis": ("claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),

@@ -128,10 +128,11 @@ class Snapshot:
             partitions.update(group_parts.values())
         keyed = len(stream_heads) + len(group_heads) + sum(len(parts) for parts in consumers.values())
         if scan is None and keyed > NAMED_PARTITIONS_MAX:
-            # A fleet's heads and consumers: one semi-join with their keys instead of IN lists of thousands.
+            # A fleet's heads and consumers: one semi-join with their keys instead of IN lists of thousands;
+            # ID lookups beside them name their partitions in their own disjuncts, so buckets prune enough.
             frame = self._keyed_rows(stream_heads, group_heads, consumers)
             if wanted:
-                frame = frame.unionByName(self.frame().where(in_partitions(partitions) & _any(wanted)))
+                frame = frame.unionByName(self.frame().where(pruned_to(partitions) & _any(wanted)))
             return frame, None
         for kind, heads in ((C.KIND_STREAM, stream_heads), (C.KIND_GROUP, group_heads)):
             if heads:

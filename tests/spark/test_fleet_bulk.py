@@ -165,7 +165,7 @@ FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 21, "claim_stale": 21}
 def test_fleet_bulk_paths_run_a_fixed_number_of_spark_jobs_whatever_the_number_of_groups(
     spark: SparkSession, templates: TemplateStores
 ) -> None:
-    # 100 streams: past the 64 names a prefetch still filters on one by one (snapshot.py).
+    # 100 streams: past schema.NAMED_PARTITIONS_MAX (64), so prefetches read heads and consumers by semi-join.
     clock = ManualClock(T0)
     store = templates.copy(templates.template("fleet of 100", _build_fleet_of_100, clock=clock), clock=clock)
     names = [f"f{n:03d}" for n in range(100)]

@@ -35,7 +35,20 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),
     "commands": ("commands", "commands.*"),
     "beyond redis": ("claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),
-    "edges": ("", "store", "pipeline", "sql", "streaming", "streaming.*", "server", "server.*", "cli", "demo"),
+    "edges": (
+        "",
+        "store",
+        "pipeline",
+        "sql",
+        "streaming",
+        "streaming.*",
+        "server",
+        "server.*",
+        "cli",
+        "demo",
+        "importer",
+        "importer.*",
+    ),
 }
 PURE = "pure core"
 SPARK_PACKAGES = ("pyspark", "delta", "py4j")

@@ -1,0 +1,195 @@
+"""The import's one commit: the store made level with what was read from Redis, every stream at once.
+
+Stream and group heads are written guarded on the versions the import started from, so a store that
+changed meanwhile fails the import (``StoreChangedError``) instead of mixing two writers' states. Group
+state is replaced: consumer and PEL rows Redis no longer has are deleted, the rest upserted. Entries are
+added after the store's last ID; where Redis deleted or trimmed some ("diff") or the stream is copied
+whole ("full"), stored entries that are not among Redis' live IDs are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from streamclaim_spark import _constants as C
+from streamclaim_spark.context import Context
+from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.frames import json_frame
+from streamclaim_spark.importer.reading import StreamCopy
+from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
+from streamclaim_spark.model import ConsumerMeta, GroupMeta, Need, StreamMeta, Write, consumer_row, group_head_row
+from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.schema import STATE_SCHEMA, pruned_to
+from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.writes import put_stream_head
+
+if TYPE_CHECKING:
+    from streamclaim_spark.runner import Runner
+
+OPERATION = "IMPORT"
+
+
+class StoreChangedError(StreamclaimError, RuntimeError):
+    """Another writer changed an imported stream in the store while the import read Redis."""
+
+
+def commit_import(
+    runner: Runner,
+    copies: Sequence[StreamCopy],
+    removed: Sequence[str],
+    versions: dict[str, int],
+    staging: Staging,
+) -> int:
+    """Commits the copies (and deletes the ``removed`` streams) in one transaction; returns its version.
+
+    ``versions`` holds the store's stream head versions the reads were based on (absent: new stream).
+    """
+
+    def decide(ctx: Context) -> None:
+        snapshot = ctx.snapshot
+        keys = [copy.meta.key for copy in copies] + list(removed)
+        snapshot.prefetch(*(Need(key) for key in keys))
+        stored = {key: snapshot.stream(key) for key in keys}
+        changed = sorted(k for k, meta in stored.items() if (meta.version if meta else None) != versions.get(k))
+        if changed:
+            raise StoreChangedError(
+                f"stream(s) {', '.join(changed[:5])} changed in the store while the import read Redis; "
+                "run the import again (nothing was written)"
+            )
+        snapshot.prefetch(*(Need(key, meta.groups) for key, meta in stored.items() if meta is not None and meta.groups))
+        cleared: list[str] = []  # group partitions whose consumer and PEL rows are replaced or dropped
+        entries_checked: list[str] = []  # stream partitions whose stored entries must be among Redis' IDs
+        for copy in copies:
+            before = stored[copy.meta.key]
+            _write_heads(ctx, copy, before)
+            if before is not None:
+                cleared.extend(group_partition(copy.meta.key, name) for name in before.groups)
+                if copy.mode != "append":
+                    entries_checked.append(stream_partition(copy.meta.key))
+        for key in removed:
+            meta = stored[key]
+            if meta is None:
+                continue
+            _delete_heads(ctx, meta)
+            cleared.extend(group_partition(key, name) for name in meta.groups)
+            entries_checked.append(stream_partition(key))
+        new_group_rows = _pending_rows(ctx, staging).unionByName(_consumer_rows(ctx, copies), allowMissingColumns=True)
+        new_entries = _entry_rows(ctx, staging)
+        ctx.plan.add_frame(source_frame(new_group_rows), *_group_partitions(copies))
+        ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
+        if cleared:
+            old = _rows_of(ctx, cleared, (C.KIND_CONSUMER, C.KIND_PENDING))
+            ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, new_group_rows)), *cleared)
+        if entries_checked:
+            live = staging.frame(snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
+            kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
+            old = _rows_of(ctx, entries_checked, (C.KIND_ENTRY,))
+            ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, kept)), *entries_checked)
+
+    runner.transact(OPERATION, decide)
+    version = runner.last_commit_version
+    assert version is not None
+    return version
+
+
+def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> None:
+    key = copy.meta.key
+    put_stream_head(ctx, before, replace(copy.meta, version=before.version if before else -1))
+    for group in copy.groups:
+        stored = ctx.snapshot.group(key, group.name) if before is not None and group.name in before.groups else None
+        after = GroupMeta(key, group.name, group.last_id, group.entries_read, stored.version if stored else -1)
+        ctx.plan.add(
+            Write(group_head_row(after, ctx.txn), guard=True, expect_version=stored.version if stored else None)
+        )
+    if before is not None:
+        for name in set(before.groups) - {group.name for group in copy.groups}:
+            _delete_group_head(ctx, key, name)
+
+
+def _delete_heads(ctx: Context, meta: StreamMeta) -> None:
+    ctx.plan.add(Write(_stream_key(meta.key), delete=True, guard=True, expect_version=meta.version))
+    for name in meta.groups:
+        _delete_group_head(ctx, meta.key, name)
+
+
+def _delete_group_head(ctx: Context, key: str, name: str) -> None:
+    group = ctx.snapshot.group(key, name)
+    if group is not None:
+        ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
+
+
+def _stream_key(key: str) -> dict[str, str]:
+    return {C.PARTITION_ID: stream_partition(key), C.ROW_KIND: C.KIND_STREAM, C.STREAM: key}
+
+
+def _group_partitions(copies: Sequence[StreamCopy]) -> list[str]:
+    return [group_partition(c.meta.key, g.name) for c in copies for g in c.groups]
+
+
+def _pending_rows(ctx: Context, staging: Staging) -> DataFrame:
+    """The staged PEL rows as state rows."""
+    return staging.frame(ctx.snapshot.spark, PENDING).select(
+        C.PARTITION_ID,
+        F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
+        C.STREAM,
+        C.GROUP,
+        C.ID_MS,
+        C.ID_SEQ,
+        C.OWNER,
+        C.DELIVERY_TIME_MS,
+        C.DELIVERY_COUNT,
+        F.lit(ctx.txn).alias(C.TXN),
+    )
+
+
+def _consumer_rows(ctx: Context, copies: Sequence[StreamCopy]) -> DataFrame:
+    """Every copied consumer as a state row, built in the JVM from one literal (frames.json_frame)."""
+    rows = [
+        consumer_row(copy.meta.key, group.name, ConsumerMeta(c.name, c.seen_time, c.active_time), ctx.txn)
+        for copy in copies
+        for group in copy.groups
+        for c in group.consumers
+    ]
+    return json_frame(ctx.snapshot.spark, rows, _CONSUMER_SCHEMA)
+
+
+def _entry_rows(ctx: Context, staging: Staging) -> DataFrame:
+    entries = staging.frame(ctx.snapshot.spark, ENTRIES)
+    return entries.select(
+        C.PARTITION_ID,
+        F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
+        C.STREAM,
+        C.ID_MS,
+        C.ID_SEQ,
+        C.FIELDS,
+        F.lit(ctx.txn).alias(C.TXN),
+    )
+
+
+def _rows_of(ctx: Context, partitions: Sequence[str], kinds: tuple[str, ...]) -> DataFrame:
+    """The stored rows of ``kinds`` in ``partitions``: a bucket filter and a broadcast semi-join (schema.pruned_to)."""
+    wanted = json_frame(ctx.snapshot.spark, [{C.PARTITION_ID: p} for p in sorted(set(partitions))], _PARTITIONS)
+    rows = ctx.snapshot.frame().where(pruned_to(partitions) & F.col(C.ROW_KIND).isin(*kinds))
+    return rows.join(F.broadcast(wanted), C.PARTITION_ID, "left_semi")
+
+
+def _not_among(old: DataFrame, new: DataFrame) -> DataFrame:
+    """The ``old`` rows whose key no ``new`` row has (a MERGE source may not match a target row twice).
+    ``new`` has the key columns it needs: those it lacks are not part of its rows' keys."""
+    o, n = old.alias("o"), new.alias("n")
+    same = F.col(f"o.{C.PARTITION_ID}") == F.col(f"n.{C.PARTITION_ID}")
+    for column in C.KEY_COLUMNS[1:]:
+        if column in new.columns:
+            same = same & F.col(f"o.{column}").eqNullSafe(F.col(f"n.{column}"))
+    return o.join(n, same, "left_anti")
+
+
+_PARTITIONS = StructType([STATE_SCHEMA[C.PARTITION_ID]])
+_CONSUMER_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.GROUP, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS, C.TXN)
+_CONSUMER_SCHEMA = StructType([STATE_SCHEMA[name] for name in _CONSUMER_COLUMNS])

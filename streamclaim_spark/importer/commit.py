@@ -81,11 +81,14 @@ def commit_import(
             entries_checked.append(stream_partition(key))
         new_group_rows = _pending_rows(ctx, staging).unionByName(_consumer_rows(ctx, copies), allowMissingColumns=True)
         new_entries = _entry_rows(ctx, staging)
-        ctx.plan.add_frame(source_frame(new_group_rows), *_group_partitions(copies))
-        ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
+        written = new_group_rows
         if cleared:
             old = _rows_of(ctx, cleared, (C.KIND_CONSUMER, C.KIND_PENDING))
             ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, new_group_rows)), *cleared)
+            # Rows Redis has as the store has them are left alone: a re-run rewrites only what moved.
+            written = _not_among(new_group_rows, old, _GROUP_VALUES)
+        ctx.plan.add_frame(source_frame(written), *_group_partitions(copies))
+        ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
         if entries_checked:
             live = staging.frame(snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
             kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
@@ -179,17 +182,19 @@ def _rows_of(ctx: Context, partitions: Sequence[str], kinds: tuple[str, ...]) ->
     return rows.join(F.broadcast(wanted), C.PARTITION_ID, "left_semi")
 
 
-def _not_among(old: DataFrame, new: DataFrame) -> DataFrame:
-    """The ``old`` rows whose key no ``new`` row has (a MERGE source may not match a target row twice).
-    ``new`` has the key columns it needs: those it lacks are not part of its rows' keys."""
+def _not_among(old: DataFrame, new: DataFrame, values: tuple[str, ...] = ()) -> DataFrame:
+    """The ``old`` rows whose key (and ``values``) no ``new`` row has: a MERGE source may not match a target
+    row twice. Key columns ``new`` lacks are not part of its rows' keys."""
     o, n = old.alias("o"), new.alias("n")
     same = F.col(f"o.{C.PARTITION_ID}") == F.col(f"n.{C.PARTITION_ID}")
-    for column in C.KEY_COLUMNS[1:]:
+    for column in (*C.KEY_COLUMNS[1:], *values):
         if column in new.columns:
             same = same & F.col(f"o.{column}").eqNullSafe(F.col(f"n.{column}"))
     return o.join(n, same, "left_anti")
 
 
+# What a consumer or PEL row holds besides its key: equal values mean an unchanged row.
+_GROUP_VALUES = (C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS)
 _PARTITIONS = StructType([STATE_SCHEMA[C.PARTITION_ID]])
 _CONSUMER_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.GROUP, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS, C.TXN)
 _CONSUMER_SCHEMA = StructType([STATE_SCHEMA[name] for name in _CONSUMER_COLUMNS])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.ids import StreamId, parse_id
+from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import StreamMeta
 
 # Replies these commands give are parsed here, from RESP2's plain arrays, not by redis-py's callbacks.
@@ -309,7 +309,9 @@ def _fingerprint(info: dict[bytes, Any] | None) -> Any:
 
 
 def _id(value: bytes) -> StreamId:
-    return parse_id(value.decode())
+    # Redis replies with canonical "ms-seq" IDs: split them rather than parse arguments (ids.parse_id).
+    ms, _, seq = value.partition(b"-")
+    return StreamId(int(ms), int(seq))
 
 
 def _pairs(reply: Iterable[Any]) -> dict[bytes, Any]:

@@ -21,6 +21,7 @@ from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, Stru
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import StreamId, to_stored
+from streamclaim_spark.importer.reading import PendingRow
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import FIELD_PAIR
 
@@ -82,37 +83,32 @@ class Staging:
         self.reads: dict[str, int] = {}
         self.rows = dict.fromkeys(SCHEMAS, 0)
         self._writers: dict[str, pq.ParquetWriter] = {}
-        self._buffers: dict[str, list[dict[str, Any]]] = {kind: [] for kind in SCHEMAS}
+        # Column buffers per kind (pyarrow builds arrays from lists ~5x faster than from row dicts); an
+        # entry's pairs are flat field and value lists with list offsets.
+        self._columns: dict[str, dict[str, list[Any]]] = {kind: _empty(kind) for kind in SCHEMAS}
 
     # --- reading.Sink ---------------------------------------------------------------------------
 
     def entries(self, key: str, page: Sequence[tuple[StreamId, list[bytes]]]) -> None:
-        base = self._base(key, stream_partition(key))
-        self._add(
-            ENTRIES,
-            [
-                {
-                    **base,
-                    **_id(entry_id),
-                    C.FIELDS: [{"field": flat[i], "value": flat[i + 1]} for i in range(0, len(flat), 2)],
-                }
-                for entry_id, flat in page
-            ],
-        )
+        columns = self._columns[ENTRIES]
+        fields, values, offsets = columns["_fields"], columns["_values"], columns["_offsets"]
+        for _, flat in page:
+            fields.extend(flat[0::2])
+            values.extend(flat[1::2])
+            offsets.append(len(fields))
+        self._add(ENTRIES, key, stream_partition(key), [entry_id for entry_id, _ in page], {})
 
     def live_ids(self, key: str, page: Sequence[StreamId]) -> None:
-        base = self._base(key, stream_partition(key))
-        self._add(LIVE_IDS, [{**base, **_id(entry_id)} for entry_id in page])
+        self._add(LIVE_IDS, key, stream_partition(key), page, {})
 
-    def pending(self, key: str, group: str, page: Sequence[tuple[StreamId, str, int, int]]) -> None:
-        base = {**self._base(key, group_partition(key, group)), C.GROUP: group}
-        self._add(
-            PENDING,
-            [
-                {**base, **_id(entry_id), C.OWNER: owner, C.DELIVERY_TIME_MS: time, C.DELIVERY_COUNT: count}
-                for entry_id, owner, time, count in page
-            ],
-        )
+    def pending(self, key: str, group: str, page: Sequence[PendingRow]) -> None:
+        extra: dict[str, list[Any]] = {
+            C.GROUP: [group] * len(page),
+            C.OWNER: [row[1] for row in page],
+            C.DELIVERY_TIME_MS: [row[2] for row in page],
+            C.DELIVERY_COUNT: [row[3] for row in page],
+        }
+        self._add(PENDING, key, group_partition(key, group), [row[0] for row in page], extra)
 
     def discard(self, key: str) -> None:
         self.reads[key] = self.reads.get(key, 1) + 1
@@ -143,29 +139,48 @@ class Staging:
             condition = condition | ((F.col(C.STREAM) == key) & (F.col(READ) == read))
         return condition
 
-    def _base(self, key: str, partition: str) -> dict[str, Any]:
-        return {C.PARTITION_ID: partition, C.STREAM: key, READ: self.reads.get(key, 1)}
-
-    def _add(self, kind: str, rows: list[dict[str, Any]]) -> None:
-        self._buffers[kind].extend(rows)
-        self.rows[kind] += len(rows)
-        if len(self._buffers[kind]) >= self.rows_per_group:
+    def _add(self, kind: str, key: str, partition: str, ids: Sequence[StreamId], extra: dict[str, list[Any]]) -> None:
+        columns = self._columns[kind]
+        count = len(ids)
+        columns[C.PARTITION_ID].extend([partition] * count)
+        columns[C.STREAM].extend([key] * count)
+        columns[READ].extend([self.reads.get(key, 1)] * count)
+        columns[C.ID_MS].extend(to_stored(entry_id.ms) for entry_id in ids)
+        columns[C.ID_SEQ].extend(to_stored(entry_id.seq) for entry_id in ids)
+        for name, values in extra.items():
+            columns[name].extend(values)
+        self.rows[kind] += count
+        if len(columns[C.ID_MS]) >= self.rows_per_group:
             self._flush(kind)
 
     def _flush(self, kind: str, final: bool = False) -> None:
-        rows = self._buffers[kind]
-        if rows:
+        columns = self._columns[kind]
+        if columns[C.ID_MS]:
             if kind not in self._writers:
                 self._writers[kind] = pq.ParquetWriter(self.root / f"{kind}.parquet", _ARROW[kind])
-            self._writers[kind].write_table(pa.Table.from_pylist(rows, schema=_ARROW[kind]))
-            self._buffers[kind] = []
+            self._writers[kind].write_table(_table(kind, columns))
+            self._columns[kind] = _empty(kind)
         if final and kind in self._writers:
             self._writers.pop(kind).close()
 
 
-def _pairs(flat: list[bytes]) -> list[dict[str, bytes]]:
-    return [{"field": flat[i], "value": flat[i + 1]} for i in range(0, len(flat), 2)]
+def _empty(kind: str) -> dict[str, list[Any]]:
+    columns: dict[str, list[Any]] = {name: [] for name in _ARROW[kind].names if name != C.FIELDS}
+    if kind == ENTRIES:
+        columns.update({"_fields": [], "_values": [], "_offsets": [0]})
+    return columns
 
 
-def _id(entry_id: StreamId) -> dict[str, int]:
-    return {C.ID_MS: to_stored(entry_id.ms), C.ID_SEQ: to_stored(entry_id.seq)}
+def _table(kind: str, columns: dict[str, list[Any]]) -> pa.Table:
+    schema = _ARROW[kind]
+    arrays = []
+    for field in schema:
+        if field.name == C.FIELDS:
+            pairs = pa.StructArray.from_arrays(
+                [pa.array(columns["_fields"], pa.binary()), pa.array(columns["_values"], pa.binary())],
+                fields=list(_PAIR),
+            )
+            arrays.append(pa.ListArray.from_arrays(pa.array(columns["_offsets"], pa.int32()), pairs))
+        else:
+            arrays.append(pa.array(columns[field.name], field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -1,8 +1,8 @@
 """Reading a live Redis's streams, groups, consumers and PELs with redis-py, page by page, never writing.
 
-A stream whose whole state fits one page is read by one ``XINFO STREAM key FULL COUNT page`` inside
-MULTI/EXEC: Redis answers it atomically, so the copy is the stream at one moment, delivery times exact.
-A bigger stream is read in pages (``XRANGE`` entries, ``XPENDING`` PEL rows beyond the first page) and
+A stream whose whole state fits one page is read by one ``XINFO STREAM key FULL COUNT page``: one
+command, which Redis runs atomically, so the copy is the stream at one moment, delivery times exact. A
+bigger stream is read in pages (``XRANGE`` entries, ``XPENDING`` PEL rows beyond the first page) and
 checked afterwards: when its heads moved while it was read (appends, deliveries, claims, acks) it is read
 again, and after ``MAX_READS`` reads it is copied as read and reported as changed (docs/IMPORT.md).
 """
@@ -158,18 +158,13 @@ def _mode(known: StreamMeta | None, meta: StreamMeta) -> str:
 
 
 def _full_info(client: Any, key: str, count: int) -> dict[bytes, Any] | None:
-    pipe = client.pipeline(transaction=True)
-    pipe.execute_command("XINFO", "STREAM", key, "FULL", "COUNT", count)
-    pipe.execute_command("TIME")
     try:
-        info, now = pipe.execute()
+        info = client.execute_command("XINFO", "STREAM", key, "FULL", "COUNT", count)
     except Exception as error:
         if "no such key" in str(error):
             return None
         raise
-    parsed = _pairs(info)
-    parsed[b"_now"] = int(now[0]) * 1000 + int(now[1]) // 1000
-    return parsed
+    return _pairs(info)
 
 
 def _read_once(client: Any, key: str, known: StreamMeta | None, sink: Sink, page: int) -> tuple[StreamCopy, Any] | None:
@@ -210,9 +205,8 @@ def _read_once(client: Any, key: str, known: StreamMeta | None, sink: Sink, page
         rows = [_exact_pending(item) for item in group_info[b"pending"]]
         sink.pending(key, group.name, rows)
         copy.pel_rows += len(rows)
-        if group.pel_count > len(rows):
-            start = f"({rows[-1][0]}" if rows else "-"
-            for paged in _pending_pages(client, key, group.name, start, page):
+        if group.pel_count > len(rows) and rows:
+            for paged in _pending_pages(client, key, group.name, rows[-1], page):
                 sink.pending(key, group.name, paged)
                 copy.pel_rows += len(paged)
     return copy, None if atomic else _fingerprint(info)
@@ -265,17 +259,21 @@ def _entry_pages(client: Any, key: str, low: str, high: str, page: int) -> Itera
         low = f"({entries[-1][0]}"
 
 
-def _pending_pages(
-    client: Any, key: str, group: str, low: str, page: int
-) -> Iterator[list[tuple[StreamId, str, int, int]]]:
-    """PEL rows past the first page: XPENDING gives idle times, so each page is read in MULTI with TIME and
-    its delivery times are TIME - idle (within a millisecond of Redis' own, docs/IMPORT.md)."""
+def _pending_pages(client: Any, key: str, group: str, anchor: PendingRow, page: int) -> Iterator[list[PendingRow]]:
+    """PEL rows after ``anchor``, a row whose delivery time is known exactly. XPENDING gives idle times
+    against its own clock, so each page starts at the previous page's last row (inclusive): that row's
+    known time plus its idle is XPENDING's clock, and every delivery time of the page follows exactly.
+    Should the anchor have left the PEL meanwhile (the stream is then read again), TIME read in the same
+    MULTI stands in, within a millisecond."""
     while True:
         pipe = client.pipeline(transaction=True)
         pipe.execute_command("TIME")
-        pipe.execute_command("XPENDING", key, group, low, "+", page)
+        pipe.execute_command("XPENDING", key, group, str(anchor[0]), "+", page + 1)
         now, reply = pipe.execute()
-        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        now_ms = _ms(now)
+        if reply and _id(reply[0][0]) == anchor[0]:
+            now_ms = anchor[2] + int(reply[0][2])
+            reply = reply[1:]
         rows = [
             (_id(entry_id), text(owner, "consumer"), now_ms - int(idle), int(count))
             for entry_id, owner, idle, count in reply
@@ -284,7 +282,11 @@ def _pending_pages(
             yield rows
         if len(rows) < page:
             return
-        low = f"({rows[-1][0]}"
+        anchor = rows[-1]
+
+
+def _ms(time_reply: Sequence[bytes]) -> int:
+    return int(time_reply[0]) * 1000 + int(time_reply[1]) // 1000
 
 
 _GROUP_MOVES = (b"name", b"last-delivered-id", b"entries-read", b"pel-count")

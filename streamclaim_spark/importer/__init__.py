@@ -121,12 +121,14 @@ def import_redis(
 
 
 def _import_commit(store: StreamStore, last_version: int) -> tuple[int, dict[str, int]]:
-    """The import's own commit and its metrics: auto compaction may commit right after it (and its
-    version is then the session's last), so the commit is found in the history by its operation name."""
+    """The import's own commit and its metrics: auto compaction may commit right after it, with the same
+    user metadata (a session setting), and its version is then the session's last; so the import's
+    commit is the newest MERGE in the history that carries the import's operation name."""
     from delta.tables import DeltaTable
 
     history = DeltaTable.forPath(store.runner.session(), store.state_path).history(4)
-    for row in history.select("version", "userMetadata", "operationMetrics").collect():
-        if row["version"] <= last_version and (row["userMetadata"] or "").startswith(f"{OPERATION} "):
+    for row in history.select("version", "operation", "userMetadata", "operationMetrics").collect():
+        imported = row["operation"] == "MERGE" and (row["userMetadata"] or "").startswith(f"{OPERATION} ")
+        if row["version"] <= last_version and imported:
             return int(row["version"]), {name: int(value) for name, value in (row["operationMetrics"] or {}).items()}
     return last_version, {}

@@ -179,6 +179,9 @@ class Plan:
     frames: list[Any] = field(default_factory=list)
     partitions: set[str] = field(default_factory=set)
     update: Any = None
+    # Target-only MERGE conditions (Columns over ``t.``) that every row the plan writes or deletes meets:
+    # they change no outcome and let Delta skip the files of rows the plan cannot touch.
+    bounds: list[Any] = field(default_factory=list)
 
     def add(self, write: Write) -> None:
         self.writes.append(write)

@@ -302,9 +302,8 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     )
     small = not plan.frames
     condition = F.expr(on)
-    if small:
-        for bound in id_bounds(plan.writes):
-            condition = condition & bound
+    for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
+        condition = condition & bound
     _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file)
     (
         DeltaTable.forPath(spark, table_path)

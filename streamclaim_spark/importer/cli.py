@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.cli import CONF_DIR_ENV
 from streamclaim_spark.config import ConfigError, SparkConfig, flag_overrides, load_config
 from streamclaim_spark.importer import DEFAULT_PAGE, ImportRefusedError, StreamCopy, import_redis
 from streamclaim_spark.importer.reading import raw_replies, stream_keys
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--page", type=int, default=DEFAULT_PAGE, metavar="N", help=f"entries per Redis reply (default {DEFAULT_PAGE})"
     )
     parser.add_argument("--staging", metavar="DIR", help="local folder for the staged pages (default: system temp)")
-    parser.add_argument("--conf-dir", default=os.environ.get("STREAMCLAIM_CONF_DIR", "conf"), help="[spark] settings")
+    parser.add_argument("--conf-dir", default=os.environ.get(CONF_DIR_ENV, "conf"), help="[spark] settings")
     parser.add_argument("--master", help="Spark master URL when not under spark-submit [spark.master]")
     parser.add_argument("--summary-file", metavar="PATH", help="also write the JSON summary to this file")
     parser.add_argument(

@@ -289,6 +289,7 @@ def _ms(time_reply: Sequence[bytes]) -> int:
     return int(time_reply[0]) * 1000 + int(time_reply[1]) // 1000
 
 
+_STREAM_MOVES = (b"length", b"last-generated-id", b"entries-added", b"max-deleted-entry-id")
 _GROUP_MOVES = (b"name", b"last-delivered-id", b"entries-read", b"pel-count")
 _CONSUMER_MOVES = (b"name", b"seen-time", b"active-time", b"pel-count")
 
@@ -297,16 +298,12 @@ def _fingerprint(info: dict[bytes, Any] | None) -> Any:
     """What moves when a stream, its groups or consumers change: compared before and after a paged read."""
     if info is None:
         return None
-    head = tuple(info[name] for name in (b"length", b"last-generated-id", b"entries-added", b"max-deleted-entry-id"))
+    head = tuple(info[name] for name in _STREAM_MOVES)
     groups = []
     for raw in info[b"groups"]:
         group = _pairs(raw)
-        consumers = tuple(
-            tuple(_pairs(c).get(k) for k in (b"name", b"seen-time", b"pel-count")) for c in group[b"consumers"]
-        )
-        groups.append(
-            (group[b"name"], group[b"last-delivered-id"], group.get(b"entries-read"), group[b"pel-count"], consumers)
-        )
+        consumers = tuple(tuple(_pairs(c).get(k) for k in _CONSUMER_MOVES) for c in group[b"consumers"])
+        groups.append((*(group.get(k) for k in _GROUP_MOVES), consumers))
     return head, tuple(groups)
 
 

@@ -23,6 +23,8 @@ from streamclaim_spark.config import SparkConfig
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.importer import import_redis
 from streamclaim_spark.importer.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REDIS, redacted, run_import
+from streamclaim_spark.importer.reading import MAX_READS, raw_replies, read_stream
+from streamclaim_spark.importer.staging import ENTRIES, Staging
 from tests.parity.harness import Outcome, Step, assert_same_outcomes, run_on
 from tests.parity.test_parity import _AsRespClientSees, _like_server
 from tests.redis_server import RedisServer, free_port
@@ -221,3 +223,46 @@ def test_a_password_never_reaches_messages_or_the_summary() -> None:
     assert redacted("redis://user:pw@h:1/2") == "redis://user:***@h:1/2"
     assert redacted("rediss://:pw@h:1") == "rediss://:***@h:1"
     assert redacted("redis://h:1") == "redis://h:1"
+
+
+class _WriterDuringRead:
+    """A sink in front of the staging that appends to the stream while its pages are read (a live Redis)."""
+
+    def __init__(self, staging: Staging, redis: RespClient, times: int) -> None:
+        self.staging, self.redis, self.times = staging, redis, times
+
+    def entries(self, key: str, page: Any) -> None:
+        if self.times > 0:
+            self.times -= 1
+            self.redis.execute("XADD", key, "*", "late", "1")
+        self.staging.entries(key, page)
+
+    def live_ids(self, key: str, page: Any) -> None:
+        self.staging.live_ids(key, page)
+
+    def pending(self, key: str, group: str, page: Any) -> None:
+        self.staging.pending(key, group, page)
+
+    def discard(self, key: str) -> None:
+        self.staging.discard(key)
+
+
+@pytest.mark.spark
+def test_a_paged_stream_that_moves_while_read_is_read_again_and_only_its_last_read_is_staged(
+    redis: RespClient, client: redis_py.Redis, spark: Any, tmp_path: Path
+) -> None:
+    run_on(redis, [("XADD", "s", f"1-{n}", "n", str(n)) for n in range(1, 8)])
+    raw_replies(client)
+    staging = Staging(str(tmp_path), rows_per_group=3)
+    try:
+        moved_once = read_stream(client, "s", None, _WriterDuringRead(staging, redis, times=1), page=3)
+        assert moved_once is not None
+        assert (moved_once.reads, moved_once.changed, moved_once.entries) == (2, False, 8)
+        staged = staging.frame(spark, ENTRIES).select("id_seq").collect()
+        assert len(staged) == 8  # the first read's rows stay in the file, filtered out by their read number
+
+        always_moving = read_stream(client, "s", None, _WriterDuringRead(staging, redis, times=99), page=3)
+        assert always_moving is not None
+        assert (always_moving.reads, always_moving.changed) == (MAX_READS, True)
+    finally:
+        staging.close()

@@ -35,6 +35,7 @@ from streamclaim_spark.cli import EXIT_CONFIG, run_job
 from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, recover_stale
 from streamclaim_spark.recovery import run as recovery
+from streamclaim_spark.spark_jobs import count_jobs
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores
@@ -145,6 +146,11 @@ def assert_recovered(spark: SparkSession, store: StreamStore, expected: Expected
     )
 
 
+# Spark jobs of one recovery round over the 60 groups (selection, tally, dead-letter copy, claim MERGE,
+# run record), as measured at this commit: issue 29 asks that the wins stay won.
+RECOVERY_ROUND_JOB_BUDGET = {"consumer": 42, "live": 51}
+
+
 @pytest.mark.parametrize("assign", ["consumer", "live"])
 def test_one_run_recovers_every_group_in_one_claim_commit_as_per_group_runs_would(
     spark: SparkSession, fleet: StreamStore, assign: str
@@ -153,8 +159,10 @@ def test_one_run_recovers_every_group_in_one_claim_commit_as_per_group_runs_woul
     expected = Expected(fleet, options, "run-1")
     before = current_version(fleet)
 
-    report = recover_stale(fleet, options, run_id="run-1")
+    with count_jobs(spark.sparkContext) as counted:
+        report = recover_stale(fleet, options, run_id="run-1")
 
+    assert counted.jobs <= RECOVERY_ROUND_JOB_BUDGET[assign], counted.jobs
     assert (report.status, report.recorded) == ("succeeded", True)
     assert report.groups == expected.reports
     assert report.totals == {
@@ -185,6 +193,7 @@ def test_a_job_killed_between_the_dead_letter_copy_and_the_claim_loses_nothing_a
 import os, signal
 from streamclaim_spark import StreamStore
 from streamclaim_spark.recovery import run as recovery
+from streamclaim_spark.spark_jobs import count_jobs
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.session import build_session
 

@@ -21,7 +21,7 @@ import redis as redis_py
 from streamclaim_spark import StreamStore
 from streamclaim_spark.config import SparkConfig
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.importer import import_redis
+from streamclaim_spark.importer import StoreChangedError, StreamCopy, import_redis
 from streamclaim_spark.importer.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REDIS, redacted, run_import
 from streamclaim_spark.importer.reading import MAX_READS, raw_replies, read_stream
 from streamclaim_spark.importer.staging import ENTRIES, Staging
@@ -29,6 +29,7 @@ from tests.parity.harness import Outcome, Step, assert_same_outcomes, run_on
 from tests.parity.test_parity import _AsRespClientSees, _like_server
 from tests.redis_server import RedisServer, free_port
 from tests.resp import RespClient
+from tests.spark.pel import current_version
 
 SETUP: list[Step] = [
     *(("XADD", "orders", f"1-{n}", "item", f"i{n}", "qty", str(n), "item", "dup") for n in range(1, 15)),
@@ -266,3 +267,22 @@ def test_a_paged_stream_that_moves_while_read_is_read_again_and_only_its_last_re
         assert (always_moving.reads, always_moving.changed) == (MAX_READS, True)
     finally:
         staging.close()
+
+
+@pytest.mark.spark
+def test_an_import_that_finds_the_store_changed_by_another_writer_writes_nothing(
+    redis: RespClient, client: redis_py.Redis, make_store: Any
+) -> None:
+    run_on(redis, [("XADD", "s", "1-1", "f", "v"), ("XGROUP", "CREATE", "s", "g", "0")])
+    store = make_store()
+    before = current_version(store)
+
+    def another_writer(copy: StreamCopy) -> None:  # runs after Redis was read, before the commit
+        store.execute("XADD", copy.meta.key, "5-5", "other", "writer")
+
+    with pytest.raises(StoreChangedError, match=r"stream\(s\) s changed in the store while the import read Redis"):
+        import_redis(store, client, ["s"], progress=another_writer)
+
+    assert current_version(store) == before + 1  # the other writer's XADD alone
+    assert store.execute("XRANGE", "s", "-", "+") == [["5-5", ["other", "writer"]]]
+    assert store.execute("XINFO", "GROUPS", "s") == []

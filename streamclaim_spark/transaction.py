@@ -281,7 +281,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
         update: InPlaceUpdate = plan.update
         DeltaTable.forPath(spark, table_path).update(update.condition, dict(update.assignments))
-        return committed_version(spark)
+        return own_commit_version(spark, table_path, operation)
     frames = list(plan.frames)
     if plan.writes:
         frames.insert(0, local_source(spark, source_rows(plan.writes)))
@@ -330,7 +330,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         )
         .execute()
     )
-    return committed_version(spark)
+    return own_commit_version(spark, table_path, operation)
 
 
 def _commit_settings(spark: SparkSession, operation: str, small: bool, rows_per_file: int) -> None:
@@ -401,6 +401,29 @@ def committed_version(spark: SparkSession) -> int:
     return int(value)
 
 
+# How far back from the session's last version a commit's own version may lie: auto compaction's commit,
+# and commits of other writers that landed between the two, come after it.
+_OWN_COMMIT_LOOKBACK = 16
+
+
+def own_commit_version(spark: SparkSession, table_path: str, operation: str) -> int:
+    """The version of the commit this thread just made as ``operation`` (its user metadata).
+
+    Delta's auto compaction runs right after a commit, in the same call and session, and its OPTIMIZE
+    commit carries the same user metadata (a session setting); the session's last version is then the
+    compaction's, whose metrics are not the commit's. So the versions are walked back to the newest
+    commit with this user metadata that is not an OPTIMIZE: one log file read when no compaction ran.
+    """
+    last = committed_version(spark)
+    for version in range(last, max(-1, last - _OWN_COMMIT_LOOKBACK), -1):
+        info = commit_info(spark, table_path, version)
+        if info.get("userMetadata") == operation and info.get("operation") != "OPTIMIZE":
+            return version
+    raise NothingCommittedError(
+        f"no commit of {operation!r} among versions {max(0, last - _OWN_COMMIT_LOOKBACK + 1)}..{last}"
+    )
+
+
 def latest_version(spark: SparkSession, table_path: str) -> int:
     """The table's newest version, asking Delta to look for new commits (one log listing)."""
     jvm = spark.sparkContext._jvm
@@ -415,9 +438,16 @@ def latest_version(spark: SparkSession, table_path: str) -> int:
 def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[str, int]:
     """The operation metrics Delta wrote into commit ``version`` (e.g. a MERGE's numTargetRowsDeleted).
 
-    Read from the commit's own log file through Hadoop's file system (no Spark job), so a caller can
-    check what a commit did, not only what it decided before committing.
+    Read from the commit's own log file (``commit_info``, no Spark job), so a caller can check what a
+    commit did, not only what it decided before committing.
     """
+    metrics = commit_info(spark, table_path, version).get("operationMetrics", {})
+    return {name: int(value) for name, value in metrics.items()}
+
+
+def commit_info(spark: SparkSession, table_path: str, version: int) -> dict[str, Any]:
+    """The ``commitInfo`` action of commit ``version`` (operation, user metadata, metrics), read from the
+    commit's log file through Hadoop's file system; Delta writes it first, so usually one line is read."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     path = jvm.org.apache.hadoop.fs.Path(f"{table_path}/_delta_log/{version:020d}.json")
@@ -429,8 +459,8 @@ def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[s
         while line is not None:
             action = json.loads(line)
             if "commitInfo" in action:
-                metrics = action["commitInfo"].get("operationMetrics", {})
-                return {name: int(value) for name, value in metrics.items()}
+                info: dict[str, Any] = action["commitInfo"]
+                return info
             line = reader.readLine()
     finally:
         stream.close()

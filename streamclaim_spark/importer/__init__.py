@@ -13,10 +13,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from streamclaim_spark.importer.commit import OPERATION, StoreChangedError, commit_import
+from streamclaim_spark.importer.commit import StoreChangedError, commit_import
 from streamclaim_spark.importer.reading import ImportRefusedError, StreamCopy, raw_replies, read_stream, stream_keys
 from streamclaim_spark.importer.staging import Staging
 from streamclaim_spark.patterns import matches
+from streamclaim_spark.transaction import commit_metrics
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
@@ -97,7 +98,7 @@ def import_redis(
         version = commit_import(store.runner, copies, removed, versions, staging)
     finally:
         staging.close()
-    version, metrics = _import_commit(store, version)
+    metrics = commit_metrics(store.runner.session(), store.state_path, version)
     modes: dict[str, int] = {}
     for copy in copies:
         modes[copy.mode] = modes.get(copy.mode, 0) + 1
@@ -118,17 +119,3 @@ def import_redis(
         seconds=round(time.monotonic() - started, 3),
         modes=modes,
     )
-
-
-def _import_commit(store: StreamStore, last_version: int) -> tuple[int, dict[str, int]]:
-    """The import's own commit and its metrics: auto compaction may commit right after it, with the same
-    user metadata (a session setting), and its version is then the session's last; so the import's
-    commit is the newest MERGE in the history that carries the import's operation name."""
-    from delta.tables import DeltaTable
-
-    history = DeltaTable.forPath(store.runner.session(), store.state_path).history(4)
-    for row in history.select("version", "operation", "userMetadata", "operationMetrics").collect():
-        imported = row["operation"] == "MERGE" and (row["userMetadata"] or "").startswith(f"{OPERATION} ")
-        if row["version"] <= last_version and imported:
-            return int(row["version"]), {name: int(value) for name, value in (row["operationMetrics"] or {}).items()}
-    return last_version, {}

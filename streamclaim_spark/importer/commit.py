@@ -23,7 +23,16 @@ from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.frames import json_frame
 from streamclaim_spark.importer.reading import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
-from streamclaim_spark.model import ConsumerMeta, GroupMeta, Need, StreamMeta, Write, consumer_row, group_head_row
+from streamclaim_spark.model import (
+    ConsumerMeta,
+    GroupMeta,
+    Need,
+    StreamMeta,
+    Write,
+    consumer_row,
+    group_head_row,
+    stream_head_key,
+)
 from streamclaim_spark.partitions import group_partition, stream_partition
 from streamclaim_spark.schema import STATE_SCHEMA, pruned_to
 from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
@@ -31,8 +40,6 @@ from streamclaim_spark.writes import put_stream_head
 
 if TYPE_CHECKING:
     from streamclaim_spark.runner import Runner
-
-OPERATION = "IMPORT"
 
 
 class StoreChangedError(StreamclaimError, RuntimeError):
@@ -91,13 +98,13 @@ def commit_import(
         ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
         if not entries_checked:
             ctx.plan.bounds.append(_no_stored_entries())
-        if entries_checked:
+        else:
             live = staging.frame(snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
             kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
             old = _rows_of(ctx, entries_checked, (C.KIND_ENTRY,))
             ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, kept)), *entries_checked)
 
-    runner.transact(OPERATION, decide)
+    runner.transact("IMPORT", decide)
     version = runner.last_commit_version
     assert version is not None
     return version
@@ -118,7 +125,7 @@ def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> N
 
 
 def _delete_heads(ctx: Context, meta: StreamMeta) -> None:
-    ctx.plan.add(Write(_stream_key(meta.key), delete=True, guard=True, expect_version=meta.version))
+    ctx.plan.add(Write(stream_head_key(meta.key), delete=True, guard=True, expect_version=meta.version))
     for name in meta.groups:
         _delete_group_head(ctx, meta.key, name)
 
@@ -127,10 +134,6 @@ def _delete_group_head(ctx: Context, key: str, name: str) -> None:
     group = ctx.snapshot.group(key, name)
     if group is not None:
         ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
-
-
-def _stream_key(key: str) -> dict[str, str]:
-    return {C.PARTITION_ID: stream_partition(key), C.ROW_KIND: C.KIND_STREAM, C.STREAM: key}
 
 
 def _group_partitions(copies: Sequence[StreamCopy]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from delta.tables import DeltaTable
@@ -13,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import tables
 from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_table
+from streamclaim_spark.transaction import commit_info, own_commit_version
 
 
 def test_two_runs_creating_the_dead_letter_table_at_the_same_moment_both_get_one_table(
@@ -86,3 +88,27 @@ def test_a_dead_letter_location_holding_other_files_is_refused_at_once_and_left_
 
     assert waits == []
     assert sorted(p.name for p in location.iterdir()) == ["notes.txt"]
+
+
+def test_a_commit_finds_its_own_version_past_a_compaction_that_carries_its_user_metadata(
+    spark: SparkSession, make_store: Any
+) -> None:
+    # Delta's auto compaction commits an OPTIMIZE right after a commit, in the same call, with the same
+    # user metadata, and the session's last version is then the OPTIMIZE's. Here the OPTIMIZE is run by
+    # hand the same way: two appends of new streams leave two small files in every bucket to compact.
+    store = make_store(rows_per_file=0)
+    for prefix in ("a", "b"):
+        store.append_streams(spark.range(40).selectExpr(f"concat('{prefix}', id) AS stream", "id AS n"), "stream")
+    append = store.last_commit_version
+    assert append is not None
+    operation = commit_info(spark, store.state_path, append)["userMetadata"]
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
+    try:
+        DeltaTable.forPath(spark, store.state_path).optimize().executeCompaction()
+    finally:
+        spark.conf.unset("spark.databricks.delta.commitInfo.userMetadata")
+    compaction = spark.conf.get("spark.databricks.delta.lastCommitVersionInSession")
+
+    assert compaction == str(append + 1)
+    assert commit_info(spark, store.state_path, append + 1)["operation"] == "OPTIMIZE"
+    assert own_commit_version(spark, store.state_path, operation) == append

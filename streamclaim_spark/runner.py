@@ -15,8 +15,9 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.context import Context
+from streamclaim_spark.delta_io import child_session, latest_version
 from streamclaim_spark.snapshot import Snapshot
-from streamclaim_spark.transaction import RetryPolicy, commit_plan, latest_version, run_with_retries
+from streamclaim_spark.transaction import RetryPolicy, commit_plan, run_with_retries
 
 T = TypeVar("T")
 Clock = Callable[[], int]
@@ -43,10 +44,11 @@ class Runner:
         self.big_partitions: dict[str, float] = {}
 
     def session(self) -> SparkSession:
-        """This thread's session: a child of the store's session sharing its SparkContext."""
+        """This thread's session: a child of the store's session (sharing its SparkContext on classic, a
+        clone of it on Spark Connect)."""
         session: SparkSession | None = getattr(self._local, "session", None)
         if session is None:
-            session = self.spark.newSession()
+            session = child_session(self.spark)
             self._local.session = session
         return session
 

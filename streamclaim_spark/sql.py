@@ -13,6 +13,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import DEFAULT_DATABASE
+from streamclaim_spark.delta_io import is_delta_table
 from streamclaim_spark.ids import STORED_OFFSET
 from streamclaim_spark.tables import (
     ensure_dead_letter_table,
@@ -108,12 +109,10 @@ def register(spark: SparkSession, store_path: str, database: str = DEFAULT_DATAB
     Raises:
         FileNotFoundError: No store at ``store_path``.
     """
-    from delta.tables import DeltaTable
-
     if not database.isidentifier():
         raise ValueError(f"database={database!r}: give a plain SQL identifier such as 'streamclaim'")
     state = table_path(store_path, C.STATE_TABLE_DIR)
-    if not DeltaTable.isDeltaTable(spark, state):
+    if not is_delta_table(spark, state):
         raise FileNotFoundError(
             f"store_path={store_path!r}: no store there (no Delta table at {state}); "
             "check the path, or create the store with StreamStore.open"

@@ -5,13 +5,21 @@ from __future__ import annotations
 import threading
 import time
 
-from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.conflicts import is_lost_race
+from streamclaim_spark.delta_io import (
+    create_table,
+    has_delta_log,
+    is_delta_table,
+    is_not_a_table,
+    quoted_path,
+    table_schema,
+)
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
 
@@ -46,7 +54,7 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
     _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.BUCKET)
-    schema = DeltaTable.forPath(spark, path).toDF().schema
+    schema = table_schema(spark, path)
     if C.BUCKET not in schema.names:
         _refuse_old_layout(store_path, "the layout from before buckets (one Delta partition per stream and per group)")
     if _holds_text_fields(schema):
@@ -106,7 +114,7 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
         upgraded = True
     dead_letters = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
-    if DeltaTable.isDeltaTable(spark, dead_letters):
+    if is_delta_table(spark, dead_letters):
         copies = spark.read.format("delta").load(dead_letters)
         if _holds_text_fields(copies.schema):
             (
@@ -186,7 +194,7 @@ def ensure_dead_letter_table(spark: SparkSession, store_path: str) -> str:
     """Creates the store's dead-letter table unless it exists; returns its path (StoreLayoutError for
     a table from before binary payloads)."""
     path = _ensure_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR), DEAD_LETTER_SCHEMA, {})
-    if _holds_text_fields(DeltaTable.forPath(spark, path).toDF().schema):
+    if _holds_text_fields(table_schema(spark, path)):
         _refuse_old_layout(store_path, "dead letters' field names and values as strings (before binary payloads)")
     return path
 
@@ -201,6 +209,8 @@ def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
 CREATE_TABLE_ATTEMPTS = 6
 # What creating a table raises while another creator is part-way (see _ensure_table).
 CONCURRENT_CREATE_ERRORS = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND")
+# What SQL's CREATE TABLE says of a location that is not empty.
+_ALREADY_EXISTS = "TABLE_OR_VIEW_ALREADY_EXISTS"
 # Creators in one process take turns, so threads of one driver (two recovery runs) never race;
 # creators in other processes are waited out as above.
 _CREATE_LOCK = threading.Lock()
@@ -231,25 +241,40 @@ def _create_table(
 ) -> str:
     last_error: Exception | None = None
     for attempt in range(CREATE_TABLE_ATTEMPTS):
-        if DeltaTable.isDeltaTable(spark, path):
+        if is_delta_table(spark, path):
             return path
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
-        if partition_by is not None:
-            builder = builder.partitionedBy(partition_by)
-        for key, value in properties.items():
-            builder = builder.property(key, value)
         try:
-            builder.execute()
+            create_table(spark, path, schema, properties, partition_by)
             return path
         except Exception as error:
             if not _is_concurrent_create(error):
                 raise
             last_error = error
+            if _ALREADY_EXISTS in str(error):
+                # SQL's CREATE says only that the location is taken: by a table (now complete), by a
+                # creator mid-way, or by other files, which no wait will change.
+                found = _not_a_table_error(spark, path)
+                if found is None:
+                    return path
+                if not has_delta_log(spark, path):
+                    raise found from None
+                last_error = found
             _wait_for_other_creator(0.2 * (attempt + 1))
-    if DeltaTable.isDeltaTable(spark, path):
+    if is_delta_table(spark, path):
         return path
     assert last_error is not None
     raise last_error
+
+
+def _not_a_table_error(spark: SparkSession, path: str) -> Exception | None:
+    """What Delta says of ``path`` when it holds no table (None: it holds one)."""
+    try:
+        spark.sql(f"DESCRIBE DETAIL {quoted_path(path)}").collect()
+    except AnalysisException as error:
+        if is_not_a_table(error):
+            return error
+        raise
+    return None
 
 
 def _wait_for_other_creator(seconds: float) -> None:

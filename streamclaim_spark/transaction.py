@@ -10,7 +10,6 @@ either way is re-run from a fresh snapshot with jittered exponential backoff (do
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import time
@@ -18,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, LongType, StructField, StructType
@@ -26,6 +24,8 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_between
 from streamclaim_spark.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
+from streamclaim_spark.delta_io import MERGE_TARGET as TARGET
+from streamclaim_spark.delta_io import commit_info, committing, merge_into, update_in_place
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.frames import json_frame
 from streamclaim_spark.ids import StreamId
@@ -232,13 +232,13 @@ def source_of(
 # A FORCE insert starts from Redis' fresh NACK count of 1.
 _CLAIMED_COUNT = (
     f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
-    f"WHEN s.{CLAIM_JUST_ID} THEN t.{C.DELIVERY_COUNT} ELSE t.{C.DELIVERY_COUNT} + s.{CLAIM_STEPS} END"
+    f"WHEN s.{CLAIM_JUST_ID} THEN {TARGET}.{C.DELIVERY_COUNT} ELSE {TARGET}.{C.DELIVERY_COUNT} + s.{CLAIM_STEPS} END"
 )
 _FORCED_COUNT = (
     f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
     f"WHEN s.{CLAIM_JUST_ID} THEN 1 ELSE 1 + s.{CLAIM_STEPS} END"
 )
-_IS_IDLE = f"(s.{CLAIM_CUTOFF} IS NULL OR t.{C.DELIVERY_TIME_MS} <= s.{CLAIM_CUTOFF})"
+_IS_IDLE = f"(s.{CLAIM_CUTOFF} IS NULL OR {TARGET}.{C.DELIVERY_TIME_MS} <= s.{CLAIM_CUTOFF})"
 _CLAIM_SET: dict[str, str | Column] = {
     C.OWNER: f"s.{C.OWNER}",
     C.DELIVERY_TIME_MS: f"s.{C.DELIVERY_TIME_MS}",
@@ -273,6 +273,11 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
     the commit writes (0: no cap). Raises ``NothingCommittedError`` when Delta committed nothing.
     """
+    with committing(spark):
+        return _commit_plan(spark, table_path, plan, operation, rows_per_file)
+
+
+def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int:
     # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
     spark.conf.unset(_LAST_COMMIT_VERSION)
     if plan.update is not None:
@@ -280,7 +285,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
             raise ValueError("a plan commits either rows (one MERGE) or one in-place update, not both")
         _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
         update: InPlaceUpdate = plan.update
-        DeltaTable.forPath(spark, table_path).update(update.condition, dict(update.assignments))
+        update_in_place(spark, table_path, update.condition, dict(update.assignments))
         return own_commit_version(spark, table_path, operation)
     frames = list(plan.frames)
     if plan.writes:
@@ -295,10 +300,10 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     # The bucket literals let Delta prune directories and see, in its conflict check, that commands on
     # other buckets cannot interfere with this one; the partition literals let it skip files by statistics.
     on = (
-        f"t.{C.BUCKET} IN ({buckets}) AND t.{C.PARTITION_ID} IN ({partitions}) "
-        f"AND t.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
-        f"AND t.{C.ROW_KIND} = s.{C.ROW_KIND} AND t.{C.ID_MS} <=> s.{C.ID_MS} "
-        f"AND t.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND t.{C.CONSUMER} <=> s.{C.CONSUMER}"
+        f"{TARGET}.{C.BUCKET} IN ({buckets}) AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
+        f"AND {TARGET}.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
+        f"AND {TARGET}.{C.ROW_KIND} = s.{C.ROW_KIND} AND {TARGET}.{C.ID_MS} <=> s.{C.ID_MS} "
+        f"AND {TARGET}.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND {TARGET}.{C.CONSUMER} <=> s.{C.CONSUMER}"
     )
     small = not plan.frames
     condition = F.expr(on)
@@ -306,29 +311,22 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         condition = condition & bound
     _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file)
     (
-        DeltaTable.forPath(spark, table_path)
-        .alias("t")
-        .merge(source.alias("s"), condition)
-        .whenMatchedUpdate(
-            condition=f"s.{OP_GUARD} AND NOT (t.{C.VERSION} <=> s.{OP_EXPECT})",
-            set=_column_map({C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"}),
-        )
-        .whenMatchedDelete(condition=f"s.{OP_DELETE} OR (s.{OP_CLAIM} AND NOT s.{CLAIM_LIVE})")
-        .whenMatchedUpdate(condition=f"s.{OP_CLAIM} AND {_IS_IDLE}", set=_CLAIM_SET)
-        .whenMatchedUpdate(condition=f"NOT s.{OP_CLAIM}", set={name: f"s.`{name}`" for name in _VALUE_COLUMNS})
-        .whenNotMatchedInsert(
-            condition=f"s.{OP_GUARD} AND s.{OP_EXPECT} IS NOT NULL",
-            values=_column_map({C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"}),
-        )
-        .whenNotMatchedInsert(
-            condition=f"s.{OP_CLAIM} AND s.{CLAIM_FORCE} AND s.{CLAIM_LIVE}",
-            values=_column_map({**{name: f"s.`{name}`" for name in COLUMN_NAMES}, C.DELIVERY_COUNT: _FORCED_COUNT}),
-        )
-        .whenNotMatchedInsert(
-            condition=f"NOT s.{OP_DELETE} AND NOT s.{OP_CLAIM}",
-            values=_column_map({name: f"s.`{name}`" for name in COLUMN_NAMES}),
-        )
-        .execute()
+        merge_into(spark, table_path, source, condition)
+        .whenMatched(F.expr(f"s.{OP_GUARD} AND NOT ({TARGET}.{C.VERSION} <=> s.{OP_EXPECT})"))
+        .update(_columns({C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"}))
+        .whenMatched(F.expr(f"s.{OP_DELETE} OR (s.{OP_CLAIM} AND NOT s.{CLAIM_LIVE})"))
+        .delete()
+        .whenMatched(F.expr(f"s.{OP_CLAIM} AND {_IS_IDLE}"))
+        .update(_columns(_CLAIM_SET))
+        .whenMatched(F.expr(f"NOT s.{OP_CLAIM}"))
+        .update(_columns({name: f"s.`{name}`" for name in _VALUE_COLUMNS}))
+        .whenNotMatched(F.expr(f"s.{OP_GUARD} AND s.{OP_EXPECT} IS NOT NULL"))
+        .insert(_columns({C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"}))
+        .whenNotMatched(F.expr(f"s.{OP_CLAIM} AND s.{CLAIM_FORCE} AND s.{CLAIM_LIVE}"))
+        .insert(_columns({**{name: f"s.`{name}`" for name in COLUMN_NAMES}, C.DELIVERY_COUNT: _FORCED_COUNT}))
+        .whenNotMatched(F.expr(f"NOT s.{OP_DELETE} AND NOT s.{OP_CLAIM}"))
+        .insert(_columns({name: f"s.`{name}`" for name in COLUMN_NAMES}))
+        .merge()
     )
     return own_commit_version(spark, table_path, operation)
 
@@ -376,21 +374,21 @@ def id_bounds(writes: Iterable[Write]) -> list[Column]:
     understands range comparisons; Column literals because stored IDs reach -2^63, which SQL text
     would parse as a decimal.
     """
-    kind = F.col(f"t.{C.ROW_KIND}")
+    kind = F.col(f"{TARGET}.{C.ROW_KIND}")
     bounds = []
     for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
         ids = sorted(
             StreamId.from_stored(w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind
         )
         if ids:
-            in_range = id_between(ids[0], ids[-1], table="t")
+            in_range = id_between(ids[0], ids[-1], table=TARGET)
             bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)
     return bounds
 
 
-def _column_map(expressions: dict[str, str]) -> dict[str, str | Column]:
-    """Delta's builder is typed for str or Column values; ours are SQL expression strings."""
-    return dict(expressions)
+def _columns(expressions: Mapping[str, str | Column]) -> dict[str, Column]:
+    """A MERGE clause's values as Columns (``mergeInto`` takes Columns); ours are mostly SQL strings."""
+    return {name: F.expr(value) if isinstance(value, str) else value for name, value in expressions.items()}
 
 
 def committed_version(spark: SparkSession) -> int:
@@ -424,17 +422,6 @@ def own_commit_version(spark: SparkSession, table_path: str, operation: str) -> 
     )
 
 
-def latest_version(spark: SparkSession, table_path: str) -> int:
-    """The table's newest version, asking Delta to look for new commits (one log listing)."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    snapshot = delta_log.update(
-        False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
-    )
-    return int(snapshot.version())
-
-
 def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[str, int]:
     """The operation metrics Delta wrote into commit ``version`` (e.g. a MERGE's numTargetRowsDeleted).
 
@@ -443,25 +430,3 @@ def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[s
     """
     metrics = commit_info(spark, table_path, version).get("operationMetrics", {})
     return {name: int(value) for name, value in metrics.items()}
-
-
-def commit_info(spark: SparkSession, table_path: str, version: int) -> dict[str, Any]:
-    """The ``commitInfo`` action of commit ``version`` (operation, user metadata, metrics), read from the
-    commit's log file through Hadoop's file system; Delta writes it first, so usually one line is read."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    path = jvm.org.apache.hadoop.fs.Path(f"{table_path}/_delta_log/{version:020d}.json")
-    fs = path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
-    stream = fs.open(path)
-    try:
-        reader = jvm.java.io.BufferedReader(jvm.java.io.InputStreamReader(stream, "UTF-8"))
-        line = reader.readLine()
-        while line is not None:
-            action = json.loads(line)
-            if "commitInfo" in action:
-                info: dict[str, Any] = action["commitInfo"]
-                return info
-            line = reader.readLine()
-    finally:
-        stream.close()
-    return {}

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT, BatchSnapshot
 from streamclaim_spark.context import Context
+from streamclaim_spark.delta_io import latest_version
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.model import Need, StreamMeta
 from streamclaim_spark.runner import Runner
@@ -31,7 +32,6 @@ from streamclaim_spark.transaction import (
     NothingCommittedError,
     RetryPolicy,
     commit_plan,
-    latest_version,
     run_with_retries,
 )
 

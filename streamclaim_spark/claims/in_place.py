@@ -211,7 +211,9 @@ def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecisi
     pairs = decision.claimed_pairs
     expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
     expected += sum(len(decision.winners[pair]) for pair in pairs)
-    updated = commit_metrics(runner.session(), runner.state_path, version).get("numUpdatedRows")
+    metrics = commit_metrics(runner.session(), runner.state_path, version)
+    # Delta's UPDATE counts numUpdatedRows; on Spark Connect the update is a MERGE (delta_io.update_in_place).
+    updated = metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated"))
     if updated != expected:
         raise RuntimeError(
             f"CLAIM STALE committed version {version} updating {updated} rows where it decided {expected} "

@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.context import Context
+from streamclaim_spark.delta_io import MERGE_TARGET
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.frames import json_frame
 from streamclaim_spark.importer.reading import StreamCopy
@@ -186,7 +187,7 @@ def _no_stored_entries() -> Column:
     need not look at stored entries at all, and this bound lets Delta skip every file of entries only
     (a re-run over 1M stored entries otherwise scans them all). Written as ``<`` or ``>`` because
     Delta's data skipping understands ranges."""
-    kind = F.col(f"t.{C.ROW_KIND}")
+    kind = F.col(f"{MERGE_TARGET}.{C.ROW_KIND}")
     return (kind < F.lit(C.KIND_ENTRY)) | (kind > F.lit(C.KIND_ENTRY))
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -20,6 +19,8 @@ from streamclaim_spark.claims.owners import Pair
 from streamclaim_spark.claims.selection import pending_with_fields
 from streamclaim_spark.columns import id_text
 from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.delta_io import MERGE_TARGET as TARGET
+from streamclaim_spark.delta_io import committing, merge_into
 from streamclaim_spark.frames import json_frame
 from streamclaim_spark.partitions import group_partition
 from streamclaim_spark.recovery.plan import COPY_ID, COPY_KEY, OWNER_KEY, entries_of, pending_of, with_owner_key
@@ -107,16 +108,16 @@ def withdraw_copies(runner: Runner, path: str, run_id: str, frames: list[DataFra
     )
     table = table_path(path, C.DEAD_LETTER_TABLE_DIR)
     condition = (
-        (F.col("t.run_id") == F.lit(run_id))
-        & (F.col(f"t.{C.STREAM}") == F.col(f"s.{C.STREAM}"))
-        & (F.col(f"t.{C.GROUP}") == F.col(f"s.{C.GROUP}"))
-        & (F.col("t.id") == F.col(f"s.{COPY_ID}"))
+        (F.col(f"{TARGET}.run_id") == F.lit(run_id))
+        & (F.col(f"{TARGET}.{C.STREAM}") == F.col(f"s.{C.STREAM}"))
+        & (F.col(f"{TARGET}.{C.GROUP}") == F.col(f"s.{C.GROUP}"))
+        & (F.col(f"{TARGET}.id") == F.col(f"s.{COPY_ID}"))
     )
 
     def delete(_: int) -> None:
         session = runner.session()
-        session.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"DEAD LETTER WITHDRAW {run_id}")
-        target = DeltaTable.forPath(session, table).alias("t")
-        target.merge(unmatched.alias("s"), condition).whenMatchedDelete().execute()
+        with committing(session):
+            session.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"DEAD LETTER WITHDRAW {run_id}")
+            merge_into(session, table, unmatched, condition).whenMatched().delete().merge()
 
     run_with_retries(delete, runner.retry_policy, "DEAD LETTER WITHDRAW")

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
+from streamclaim_spark.delta_io import is_delta_table
 from streamclaim_spark.object_store import UnsafeObjectStoreError
 from streamclaim_spark.recovery import (
     PARTIAL,
@@ -100,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spark = parser.add_argument_group("spark [spark]")
     spark.add_argument("--master", help="master URL when not under spark-submit [master]")
+    spark.add_argument(
+        "--remote", metavar="URL", help="run on a Spark Connect server, e.g. sc://host:15002 (docs/DEPLOY.md) [remote]"
+    )
     spark.add_argument(
         "--shuffle-partitions", type=int, metavar="N", help="spark.sql.shuffle.partitions [shuffle_partitions]"
     )
@@ -210,9 +214,7 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
 
 def store_exists(spark: SparkSession, path: str) -> bool:
     """True when ``path`` holds a store (its state table), without creating anything."""
-    from delta.tables import DeltaTable
-
-    return bool(DeltaTable.isDeltaTable(spark, table_path(path, C.STATE_TABLE_DIR)))
+    return is_delta_table(spark, table_path(path, C.STATE_TABLE_DIR))
 
 
 def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:

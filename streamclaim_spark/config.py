@@ -78,6 +78,10 @@ _identifier = _parser(
     lambda v: isinstance(v, str) and bool(_IDENTIFIER.match(v)),
     "must be a SQL identifier: letters, digits and _, not starting with a digit",
 )
+_remote = _parser(
+    lambda v: isinstance(v, str) and (v.startswith("sc://") or v.startswith("local")),
+    'must be a Spark Connect URL such as "sc://host:15002" (or "local[2]" for a local Connect server)',
+)
 _boolean = _parser(lambda v: isinstance(v, bool), "must be true or false (TOML booleans, no quotes)")
 _positive_int = _parser(lambda v: type(v) is int and v >= 1, "must be a whole number of 1 or more (no quotes)")
 _port = _parser(
@@ -171,11 +175,13 @@ class SparkConfig:
         driver_memory: ``spark.driver.memory`` (``"2g"``); only applies when the job starts the JVM.
         log_level: Spark's log level (``spark.log.level``).
         conf: Any other ``spark.*`` settings, passed as they are.
+        remote: A Spark Connect URL (``sc://host:port``): run on that Connect server instead of starting
+            Spark (docs/DEPLOY.md, "Spark Connect"); ``master`` and ``driver_memory`` are then the server's.
     """
 
     TABLE: ClassVar[Key] = ("spark",)
     # The session builder takes these as arguments, so that spark-submit's own master can win.
-    BUILDER_SETTINGS: ClassVar[tuple[str, ...]] = ("spark.app.name", "spark.master")
+    BUILDER_SETTINGS: ClassVar[tuple[str, ...]] = ("spark.app.name", "spark.master", "spark.remote")
 
     app_name: str = field(default="streamclaim-recover", metadata=conf_key(_text, spark="spark.app.name"))
     master: str = field(
@@ -190,6 +196,7 @@ class SparkConfig:
         default="WARN", metadata=conf_key(_log_level, flag="spark_log_level", spark="spark.log.level")
     )
     conf: Mapping[str, str] = field(default_factory=dict)
+    remote: str | None = field(default=None, metadata=conf_key(_remote, spark="spark.remote"))
 
     def settings(self) -> dict[str, str]:
         """Every Spark setting this config makes as ``spark.*`` keys, but the builder's own arguments."""

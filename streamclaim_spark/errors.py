@@ -15,6 +15,13 @@ class StreamclaimError(Exception):
     """The root of every exception streamclaim_spark raises on purpose."""
 
 
+class ClassicSessionRequiredError(StreamclaimError, TypeError):
+    """Raised at once for a surface that needs the driver's JVM when given a Spark Connect session.
+
+    The message names the surface, why it needs a classic session, and what to use on Connect.
+    """
+
+
 class ReplyError(StreamclaimError):
     """Raised when a command fails the way a Redis server would fail it.
 

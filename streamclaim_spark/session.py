@@ -18,6 +18,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.config import SparkConfig
+from streamclaim_spark.delta_io import is_connect, register_connect_errors
 from streamclaim_spark.object_store import WriterSafety, check_writer_safety
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ def build_session(
     master: str | None = "local[2]",
     app_name: str = "streamclaim-spark",
     conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
     """Builds (or reuses) a Delta-enabled SparkSession.
 
@@ -72,9 +74,16 @@ def build_session(
         master: Spark master URL; None leaves it to spark-submit (default ``local[2]``). Under
             spark-submit the JVM already runs, so ``spark.jars.packages`` here cannot add Delta: pass
             ``--packages io.delta:delta-spark_4.2_2.13:4.4.0`` to spark-submit (docs/RECOVERY.md).
+            Ignored with ``remote``.
         app_name: Application name shown in Spark's logs.
         conf: Extra Spark settings; they override ``DEFAULT_CONF`` key by key.
+        remote: A Spark Connect URL (``sc://host:port``): a Connect session instead, whose server must
+            already run with Delta's extension and catalog (docs/DEPLOY.md); the settings the server lets
+            a session change are set, the others (the Delta jar, the extension) are the server's.
+            ``local[2]`` and the like start a local Connect server with Delta in this process.
     """
+    if remote is not None:
+        return _connect_session(remote, app_name, {**DEFAULT_CONF, **(conf or {})})
     if master is not None and master.startswith("local"):
         # Python workers, and the processes that plan Python data sources' batches (streaming/), run
         # this interpreter, which has the project's packages, unless the user named another.
@@ -86,6 +95,26 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     quiet_expected_failures(spark)
+    register_connect_errors(spark)  # a session of SPARK_REMOTE's (pyspark reads it) is a Connect one
+    return spark
+
+
+def _connect_session(remote: str, app_name: str, settings: Mapping[str, str]) -> SparkSession:
+    """A Spark Connect session on ``remote`` with every setting of ``settings`` a session may change."""
+    if remote.startswith("local"):
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # pyspark starts the server in this process from the builder's settings (jars, extensions
+        # included) and keeps, for the session, the ones a session may set.
+        builder = SparkSession.builder.remote(remote).appName(app_name)
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    else:
+        spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
+        for key, value in settings.items():
+            if spark.conf.isModifiable(key):
+                spark.conf.set(key, value)
+    register_connect_errors(spark)
     return spark
 
 
@@ -93,6 +122,8 @@ def session_from_config(config: SparkConfig) -> SparkSession:
     """Builds a console script's session from ``[spark]``; under spark-submit its master and its own
     ``--conf`` settings win (the JVM already runs, so ``spark.driver.memory`` cannot apply any more)."""
     settings = config.settings()
+    if config.remote is not None:
+        return build_session(app_name=config.app_name, conf=settings, remote=config.remote)
     if not under_spark_submit():
         return build_session(master=config.master, app_name=config.app_name, conf=settings)
     submitted = submitted_conf()
@@ -115,7 +146,10 @@ def submitted_conf() -> dict[str, str]:
 
 
 def has_delta_jar(spark: SparkSession) -> bool:
-    """True when Delta's JVM classes can be loaded (spark-submit needs ``--packages`` for that)."""
+    """True when Delta's JVM classes can be loaded (spark-submit needs ``--packages`` for that). On Spark
+    Connect the client cannot look: a server configured with Delta's extension has started with the jar."""
+    if is_connect(spark):
+        return DELTA_EXTENSION in (spark.conf.get("spark.sql.extensions", "") or "")
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     return isinstance(jvm.io.delta.tables.DeltaTable, JavaClass)
@@ -147,6 +181,11 @@ def writer_safety(spark: SparkSession, path: str, *, single_writer: bool = False
     Raises object_store.UnsafeObjectStoreError when two drivers could both commit one version there and
     ``single_writer`` is not given. Logs nothing: ``StreamStore.open`` logs the result's warnings once.
     """
+    if is_connect(spark):
+        # The server's session settings start from its SparkContext's, log-store keys included.
+        spark_conf = dict(spark.conf.getAll)
+        default_fs = spark_conf.get("spark.hadoop.fs.defaultFS") or "file:///"
+        return check_writer_safety(path, spark_conf, single_writer=single_writer, default_fs=default_fs)
     spark_conf = dict(spark.sparkContext.getConf().getAll())
     hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
     default_fs = hadoop_conf.get("fs.defaultFS") or "file:///"
@@ -154,7 +193,10 @@ def writer_safety(spark: SparkSession, path: str, *, single_writer: bool = False
 
 
 def quiet_expected_failures(spark: SparkSession) -> None:
-    """Stops Spark from logging a stack trace for every MERGE the stale-snapshot guard aborts."""
+    """Stops Spark from logging a stack trace for every MERGE the stale-snapshot guard aborts (a Spark
+    Connect server's logging is the server's own)."""
+    if is_connect(spark):
+        return
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     configurator = jvm.org.apache.logging.log4j.core.config.Configurator

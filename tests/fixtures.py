@@ -42,6 +42,8 @@ TEST_SPARK_CONF = {
     # (docs/TESTING.md). The product keeps code generation: on a 200k-entry PEL it is twice as fast.
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    # tests/connect serves Spark Connect from this JVM; each worker's on a free port.
+    "spark.connect.grpc.binding.port": "0",
 }
 
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.errors import ClassicSessionRequiredError
+
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
 
@@ -37,6 +39,15 @@ _JAVA_IMPORTS = (
 )
 
 _lock = threading.Lock()
+# Why the data source refuses a Spark Connect session, and what to use there (docs/STREAMING.md).
+CONNECT_REFUSAL = (
+    "streaming.register: the streamclaim data source needs a classic SparkSession. Its micro-batches are "
+    "planned in Python processes that run Delta transactions through the driver's JVM (py4j), and a Spark "
+    "Connect session has no JVM on the client to link them to. On Spark Connect, consume a group with "
+    "StreamStore.deliver (or execute('XREADGROUP', ...)) and StreamStore.acknowledge in a loop, and append "
+    "with StreamStore.append_streams; or run the streaming query where a classic session exists (spark-submit "
+    "on the cluster, a notebook on dedicated compute)."
+)
 _sessions: dict[int, SparkSession] = {}
 
 
@@ -55,10 +66,7 @@ class DriverLink:
         """The link to ``spark``'s driver; refuses Spark Connect sessions, which have no gateway."""
         gateway = getattr(getattr(spark, "_sc", None), "_gateway", None)
         if gateway is None:
-            raise TypeError(
-                "the streamclaim data source needs a classic SparkSession (with a py4j gateway); "
-                "Spark Connect sessions are not supported: run the query in the driver's own session"
-            )
+            raise ClassicSessionRequiredError(CONNECT_REFUSAL)
         parameters = gateway.gateway_parameters
         return cls(int(parameters.port), str(parameters.auth_token))
 

@@ -31,6 +31,7 @@ KEYS = [
     "spark.shuffle_partitions",
     "spark.driver_memory",
     "spark.log_level",
+    "spark.remote",
     "jobs.recover_stale.streams",
     "jobs.recover_stale.groups",
     "jobs.recover_stale.min_idle",
@@ -94,7 +95,7 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         conf_dir,
         '[store]\ndatabase = "db_2"\nsingle_writer = true\n'
         '[spark]\napp_name = "a"\nmaster = "local[1]"\nshuffle_partitions = 3\ndriver_memory = "2g"\n'
-        'log_level = "error"\n'
+        'log_level = "error"\nremote = "sc://spark-connect:15002"\n'
         '[spark.conf]\n"spark.x" = 1\n"spark.y" = true\n'
         '[jobs.recover_stale]\nstreams = ["o-*"]\ngroups = ["g"]\nmin_idle = "90s"\nassign = "nack"\n'
         'consumer = "c"\nlive_window = 5\ndead_letter = false\nmax_deliveries = 2\ndry_run = true\n'
@@ -103,7 +104,9 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
     )
 
     assert config.store == StoreConfig(path="/data/s", database="db_2", single_writer=True)
-    assert config.spark == SparkConfig("a", "local[1]", 3, "2g", "ERROR", {"spark.x": "1", "spark.y": "true"})
+    assert config.spark == SparkConfig(
+        "a", "local[1]", 3, "2g", "ERROR", {"spark.x": "1", "spark.y": "true"}, "sc://spark-connect:15002"
+    )
     assert config.spark.settings() == {
         "spark.x": "1",
         "spark.y": "true",
@@ -151,6 +154,11 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         (
             '[store]\nsingle_writer = "yes"\n',
             "store.single_writer = 'yes' must be true or false (TOML booleans, no quotes)",
+        ),
+        (
+            '[spark]\nremote = "http://host:15002"\n',
+            "spark.remote = 'http://host:15002' must be a Spark Connect URL such as \"sc://host:15002\" "
+            '(or "local[2]" for a local Connect server)',
         ),
         (
             '[spark]\nshuffle_partitions = "8"\n',

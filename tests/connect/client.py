@@ -1,0 +1,143 @@
+"""The Spark Connect side of tests/connect: a process that is only a Connect client, as a user's is.
+
+pyspark decides per process whether its functions build classic or Connect Columns, so the checks run
+here, in a process of their own, against the Connect server the test run's JVM serves; the test reads
+back what each section produced (a pickle) and compares it with redis-server and with a classic session.
+
+    python -m tests.connect.client <sc://url> <work folder> <request.pickle> <result.pickle>
+
+Each section records its result or the error it raised, so one failure never hides the others.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import StreamStore, sql
+from streamclaim_spark.claims import ClaimRequest, StaleSelection
+from streamclaim_spark.config import RecoveryOptions
+from streamclaim_spark.delta_io import is_connect
+from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.recovery import recover_stale
+from streamclaim_spark.session import build_session
+from streamclaim_spark.store import wall_clock_ms
+from streamclaim_spark.streaming import register
+from tests.clock import ManualClock
+from tests.parity.harness import Step, run_on
+
+
+def parity(spark: SparkSession, work: Path, scenarios: dict[str, list[Step]]) -> dict[str, Any]:
+    """Each scenario's outcomes on one store, emptied between scenarios as the test empties Redis.
+
+    The store's clock stands still (these scenarios never pause): Redis runs them in microseconds, so
+    its idle times are 0, and the store's are then its own logic's, not this machine's round trips."""
+    store = StreamStore.open(str(work / "parity"), spark=spark, clock=ManualClock(wall_clock_ms()))
+    outcomes = {}
+    for name, steps in scenarios.items():
+        store.execute("FLUSHALL")
+        outcomes[name] = run_on(store, steps)
+    return outcomes
+
+
+def batched_claim(spark: SparkSession, work: Path) -> dict[str, Any]:
+    """A fleet of 3 streams built with the bulk APIs, its stale entries claimed in one commit, then a
+    Redis-style claim batch; the replies are read back with XPENDING."""
+    store = StreamStore.open(str(work / "claims"), spark=spark)
+    for stream in ("orders-1", "orders-2", "orders-3"):
+        frame = spark.range(1, 41).selectExpr("CAST(id AS STRING) AS n")
+        store.append(stream, frame)
+    store.create_groups([(f"orders-{n}", "billing", "0") for n in (1, 2, 3)])
+    delivered = [d.count for d in store.deliver_many([(f"orders-{n}", "billing", "dead") for n in (1, 2, 3)])]
+    stale = store.claim_stale(StaleSelection(0, streams=("orders-*",), max_deliveries=1), "alive")
+    summary = store.execute("XPENDING", "orders-2", "billing")
+    first = store.execute("XRANGE", "orders-3", "-", "+", "COUNT", "2")
+    requests = [
+        ClaimRequest("orders-3", "billing", "later", 0, ids=(first[0][0], first[1][0])),
+        ClaimRequest("orders-1", "billing", "later", 0, count=5, just_id=True),
+    ]
+    batch = store.claim_batch(requests)
+    return {
+        "ids": {n: [entry[0] for entry in store.execute("XRANGE", f"orders-{n}", "-", "+")] for n in (1, 2, 3)},
+        "delivered": delivered,
+        "claimed": stale.total_claimed,
+        "counts": stale.counts,
+        "pending_summary": summary,
+        "batch_replies": batch.replies,
+        "owners": store.execute("XPENDING", "orders-1", "billing", "-", "+", "100", "later"),
+    }
+
+
+def recovery(spark: SparkSession, work: Path) -> dict[str, Any]:
+    """A recovery run that claims stale entries and dead-letters the ones delivered too often."""
+    path = str(work / "recovery")
+    store = StreamStore.open(path, spark=spark)
+    ids = [store.execute("XADD", "jobs", f"{n}-1", "n", str(n)) for n in range(1, 7)]
+    store.execute("XGROUP", "CREATE", "jobs", "workers", "0")
+    store.execute("XREADGROUP", "GROUP", "workers", "crashed", "STREAMS", "jobs", ">")
+    store.execute("XCLAIM", "jobs", "workers", "crashed", "0", ids[0], ids[1], "RETRYCOUNT", "20", "JUSTID")
+    report = recover_stale(store, RecoveryOptions(min_idle_ms=0, max_deliveries=10), run_id="connect-1")
+    sql.register(spark, path)
+    return {
+        "totals": report.totals,
+        "status": report.status,
+        "pending": store.execute("XPENDING", "jobs", "workers", "-", "+", "10"),
+        "dead_letters": sorted(r[0] for r in spark.sql("SELECT id FROM streamclaim.dead_letters").collect()),
+    }
+
+
+def cli_store(spark: SparkSession, work: Path) -> int:
+    """A store with 4 stale entries for the test to recover with ``streamclaim-recover --remote``."""
+    store = StreamStore.open(str(work / "cli"), spark=spark)
+    store.append("mail", spark.range(4).selectExpr("CAST(id AS STRING) AS n"))
+    store.create_groups([("mail", "senders", "0")])
+    return store.deliver("mail", "senders", "gone").count
+
+
+def sql_views(spark: SparkSession, queries: dict[str, str]) -> dict[str, Any]:
+    """The docs' queries over the recovery section's store, through the views ``sql.register`` made."""
+    return {name: [tuple(row) for row in spark.sql(query).collect()] for name, query in queries.items()}
+
+
+def streaming_refused(spark: SparkSession) -> str:
+    """The data source refuses a Connect session at once, with its own error."""
+    try:
+        register(spark)
+    except StreamclaimError as error:
+        return f"{type(error).__name__}: {error}"
+    return "registered"
+
+
+def main(url: str, work: str, request_path: str, result_path: str) -> None:
+    request = pickle.loads(Path(request_path).read_bytes())
+    spark = build_session(remote=url)
+    folder = Path(work)
+    results: dict[str, Any] = {"is_connect": is_connect(spark)}
+    sections: dict[str, Callable[[], Any]] = {
+        "parity": lambda: parity(spark, folder, request["parity"]),
+        "batched_claim": lambda: batched_claim(spark, folder),
+        "recovery": lambda: recovery(spark, folder),
+        "sql": lambda: sql_views(spark, request["queries"]),
+        "streaming": lambda: streaming_refused(spark),
+        "cli_store": lambda: cli_store(spark, folder),
+    }
+    for name, section in sections.items():
+        started = time.monotonic()
+        try:
+            results[name] = section()
+        except Exception:
+            results[name] = {"raised": traceback.format_exc()}
+        print(f"connect client: {name} took {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    Path(result_path).write_bytes(pickle.dumps(results))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])

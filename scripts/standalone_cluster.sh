@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs the recovery job once on a local Spark standalone cluster: a master and one worker on 127.0.0.1,
-# started with pyspark's own sbin/spark-daemon.sh (pyspark ships no start-master.sh) and stopped on exit.
-# It builds a small demo store, submits jobs/recover_stale.py to the cluster with spark-submit, prints the
-# job's JSON summary and checks the tables it wrote. Too slow for CI; docs/RECOVERY.md records a run.
+# Runs the recovery job, then a Structured Streaming query, on a local Spark standalone cluster: a master
+# and one worker on 127.0.0.1, started with pyspark's own sbin/spark-daemon.sh (pyspark ships no
+# start-master.sh) and stopped on exit. It builds a small demo store, submits jobs/recover_stale.py to the
+# cluster with spark-submit, prints the job's JSON summary and checks the tables it wrote; then it submits
+# a query that consumes a group with the streamclaim source and writes every entry into another stream
+# with the sink (AvailableNow), and checks each entry arrived exactly once. Too slow for CI;
+# docs/RECOVERY.md and docs/STREAMING.md record runs.
 #
 #   bash scripts/standalone_cluster.sh            # work folder: a new /tmp/streamclaim-standalone.*
 #   WORK=/tmp/sc MASTER_PORT=7177 bash scripts/standalone_cluster.sh
@@ -99,3 +102,65 @@ for query in (
 ):
     spark.sql(query).show(truncate=False)
 EOF
+
+section "streaming on the cluster: 'in' consumed by group g (source), copied into 'out' (sink), AvailableNow"
+cat >"$WORK/streaming_job.py" <<'EOF'
+"""Submitted to the cluster: the streamclaim source and sink end to end, every entry checked once."""
+import json
+import sys
+
+from pyspark.sql import functions as F
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.session import build_session
+from streamclaim_spark.streaming import register
+
+path, checkpoint, entries, per_trigger = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+spark = build_session(master=None, app_name="standalone-streaming")
+spark.sparkContext.setLogLevel("ERROR")
+store = StreamStore.open(path, spark=spark)
+store.append("in", spark.range(entries).select(F.col("id").alias("n")))
+store.execute("XGROUP", "CREATE", "in", "g", "0")
+register(spark)
+source = (
+    spark.readStream.format("streamclaim").option("path", path).option("stream", "in").option("group", "g")
+    .option("consumer", "spark-1").option("maxEntriesPerTrigger", per_trigger).option("rowsPerPartition", 1000)
+    .load()
+)
+# Each copy carries its source ID, so the check below sees every entry exactly once.
+copies = source.select(
+    F.concat("fields", F.array(F.struct(F.lit(b"src").alias("field"), F.col("id").cast("binary").alias("value"))))
+    .alias("pairs")
+)
+query = (
+    copies.writeStream.format("streamclaim").option("path", path).option("stream", "out").option("fields", "pairs")
+    .option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+)
+query.awaitTermination()
+batches = [p["batchId"] for p in query.recentProgress if p["numInputRows"]]
+sources = [entry[1][-1] for entry in store.execute("XRANGE", "out", "-", "+")]
+inputs = [entry[0] for entry in store.execute("XRANGE", "in", "-", "+")]
+summary = {
+    "entries": entries,
+    "micro_batches": len(batches),
+    "out_length": store.execute("XLEN", "out"),
+    "every_entry_once": sorted(sources) == sorted(inputs) and len(set(sources)) == len(sources),
+    "pending_after_last_batch": store.execute("XPENDING", "in", "g")[0],
+}
+print("STREAMING " + json.dumps(summary))
+ok = summary["every_entry_once"] and summary["out_length"] == entries
+sys.exit(0 if ok else 1)
+EOF
+set +e
+(cd "$WORK" && "$SPARK_HOME/bin/spark-submit" --master "$MASTER_URL" --packages "$DELTA_PACKAGE" \
+    --conf spark.ui.enabled=false --total-executor-cores 1 --executor-memory 1g \
+    "$WORK/streaming_job.py" "$WORK/streaming-store" "$WORK/streaming-checkpoint" "${ENTRIES:-20000}" 5000 \
+    >"$WORK/streaming.out" 2>"$WORK/streaming.log")
+status=$?
+set -e
+echo "exit code: $status"
+grep -h "^STREAMING " "$WORK/streaming.out" || true
+for executor in "$SPARK_WORKER_DIR"/app-*/*; do
+    echo "executor $executor finished $(grep -c "Finished task" "$executor/stderr" || true) task(s) on the worker"
+done
+[[ $status -eq 0 ]] || { tail -50 "$WORK/streaming.out" "$WORK/streaming.log" >&2; exit "$status"; }

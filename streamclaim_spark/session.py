@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 
 from py4j.java_gateway import JavaClass
@@ -108,7 +109,10 @@ def _connect_session(remote: str, app_name: str, settings: Mapping[str, str]) ->
         builder = SparkSession.builder.remote(remote).appName(app_name)
         for key, value in settings.items():
             builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        with warnings.catch_warnings():
+            # It then tries them on the session too and warns for each the server fixed at its start.
+            warnings.filterwarnings("ignore", message="Failed to set", category=UserWarning)
+            spark = builder.getOrCreate()
     else:
         spark = SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
         for key, value in settings.items():

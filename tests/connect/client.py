@@ -47,15 +47,24 @@ def parity(spark: SparkSession, work: Path, scenarios: dict[str, list[Step]]) ->
     return outcomes
 
 
-def batched_claim(spark: SparkSession, work: Path) -> dict[str, Any]:
-    """A fleet of 3 streams built with the bulk APIs, its stale entries claimed in one commit, then a
-    Redis-style claim batch; the replies are read back with XPENDING."""
-    store = StreamStore.open(str(work / "claims"), spark=spark)
-    for stream in ("orders-1", "orders-2", "orders-3"):
-        frame = spark.range(1, 41).selectExpr("CAST(id AS STRING) AS n")
-        store.append(stream, frame)
-    store.create_groups([(f"orders-{n}", "billing", "0") for n in (1, 2, 3)])
-    delivered = [d.count for d in store.deliver_many([(f"orders-{n}", "billing", "dead") for n in (1, 2, 3)])]
+def fleet(spark: SparkSession, work: Path) -> StreamStore:
+    """One store for the other sections, built with the bulk APIs in three commits: streams orders-1..3
+    (40 entries each, group billing), jobs (6, group workers) and mail (4, group senders), every entry
+    delivered to a consumer that then died."""
+    store = StreamStore.open(str(work / "fleet"), spark=spark)
+    sizes = {"orders-1": 40, "orders-2": 40, "orders-3": 40, "jobs": 6, "mail": 4}
+    rows = [(stream, str(n)) for stream, size in sizes.items() for n in range(1, size + 1)]
+    store.append_streams(spark.createDataFrame(rows, "stream string, n string"), "stream")
+    groups = {"orders-1": "billing", "orders-2": "billing", "orders-3": "billing", "jobs": "workers", "mail": "senders"}
+    store.create_groups([(stream, group, "0") for stream, group in groups.items()])
+    dead = {"billing": "dead", "workers": "crashed", "senders": "gone"}
+    store.deliver_many([(stream, group, dead[group]) for stream, group in groups.items()])
+    return store
+
+
+def batched_claim(store: StreamStore) -> dict[str, Any]:
+    """The orders streams' stale entries claimed in one commit, then a Redis-style claim batch; the
+    replies are read back with XPENDING."""
     stale = store.claim_stale(StaleSelection(0, streams=("orders-*",), max_deliveries=1), "alive")
     summary = store.execute("XPENDING", "orders-2", "billing")
     first = store.execute("XRANGE", "orders-3", "-", "+", "COUNT", "2")
@@ -66,7 +75,6 @@ def batched_claim(spark: SparkSession, work: Path) -> dict[str, Any]:
     batch = store.claim_batch(requests)
     return {
         "ids": {n: [entry[0] for entry in store.execute("XRANGE", f"orders-{n}", "-", "+")] for n in (1, 2, 3)},
-        "delivered": delivered,
         "claimed": stale.total_claimed,
         "counts": stale.counts,
         "pending_summary": summary,
@@ -75,17 +83,15 @@ def batched_claim(spark: SparkSession, work: Path) -> dict[str, Any]:
     }
 
 
-def recovery(spark: SparkSession, work: Path) -> dict[str, Any]:
-    """A recovery run that claims stale entries and dead-letters the ones delivered too often."""
-    path = str(work / "recovery")
-    store = StreamStore.open(path, spark=spark)
-    ids = [store.execute("XADD", "jobs", f"{n}-1", "n", str(n)) for n in range(1, 7)]
-    store.execute("XGROUP", "CREATE", "jobs", "workers", "0")
-    store.execute("XREADGROUP", "GROUP", "workers", "crashed", "STREAMS", "jobs", ">")
+def recovery(spark: SparkSession, store: StreamStore) -> dict[str, Any]:
+    """A recovery run over stream jobs that claims stale entries and dead-letters the two delivered too often."""
+    ids = [entry[0] for entry in store.execute("XRANGE", "jobs", "-", "+")]
     store.execute("XCLAIM", "jobs", "workers", "crashed", "0", ids[0], ids[1], "RETRYCOUNT", "20", "JUSTID")
-    report = recover_stale(store, RecoveryOptions(min_idle_ms=0, max_deliveries=10), run_id="connect-1")
-    sql.register(spark, path)
+    options = RecoveryOptions(min_idle_ms=0, streams=("jobs",), max_deliveries=10)
+    report = recover_stale(store, options, run_id="connect-1")
+    sql.register(spark, store.path)
     return {
+        "ids": ids,
         "totals": report.totals,
         "status": report.status,
         "pending": store.execute("XPENDING", "jobs", "workers", "-", "+", "10"),
@@ -93,16 +99,8 @@ def recovery(spark: SparkSession, work: Path) -> dict[str, Any]:
     }
 
 
-def cli_store(spark: SparkSession, work: Path) -> int:
-    """A store with 4 stale entries for the test to recover with ``streamclaim-recover --remote``."""
-    store = StreamStore.open(str(work / "cli"), spark=spark)
-    store.append("mail", spark.range(4).selectExpr("CAST(id AS STRING) AS n"))
-    store.create_groups([("mail", "senders", "0")])
-    return store.deliver("mail", "senders", "gone").count
-
-
 def sql_views(spark: SparkSession, queries: dict[str, str]) -> dict[str, Any]:
-    """The docs' queries over the recovery section's store, through the views ``sql.register`` made."""
+    """The docs' queries over the fleet's store, through the views ``sql.register`` made."""
     return {name: [tuple(row) for row in spark.sql(query).collect()] for name, query in queries.items()}
 
 
@@ -120,13 +118,14 @@ def main(url: str, work: str, request_path: str, result_path: str) -> None:
     spark = build_session(remote=url)
     folder = Path(work)
     results: dict[str, Any] = {"is_connect": is_connect(spark)}
+    stores: dict[str, StreamStore] = {}
     sections: dict[str, Callable[[], Any]] = {
         "parity": lambda: parity(spark, folder, request["parity"]),
-        "batched_claim": lambda: batched_claim(spark, folder),
-        "recovery": lambda: recovery(spark, folder),
+        "fleet": lambda: bool(stores.setdefault("fleet", fleet(spark, folder))),
+        "batched_claim": lambda: batched_claim(stores["fleet"]),
+        "recovery": lambda: recovery(spark, stores["fleet"]),
         "sql": lambda: sql_views(spark, request["queries"]),
         "streaming": lambda: streaming_refused(spark),
-        "cli_store": lambda: cli_store(spark, folder),
     }
     for name, section in sections.items():
         started = time.monotonic()

@@ -26,16 +26,17 @@ def _say(line: str) -> None:
 
 
 def _announce_merges() -> None:
-    """Prints ``merging`` whenever a Delta MERGE starts executing (the commit of a command)."""
-    from delta.tables import DeltaMergeBuilder
+    """Prints ``merging`` whenever a Delta MERGE starts executing (the commit of a command: Spark's
+    ``DataFrame.mergeInto``, which the store's commits go through, delta_io.merge_into)."""
+    from pyspark.sql.merge import MergeIntoWriter
 
-    original = DeltaMergeBuilder.execute
+    original = MergeIntoWriter.merge
 
-    def execute(self: Any) -> Any:
+    def merge(self: Any) -> Any:
         _say("merging")
         return original(self)
 
-    DeltaMergeBuilder.execute = execute  # type: ignore[method-assign]
+    MergeIntoWriter.merge = merge  # type: ignore[method-assign]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

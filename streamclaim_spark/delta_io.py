@@ -133,18 +133,24 @@ def commit_info(spark: SparkSession, table_path: str, version: int) -> dict[str,
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
-    """True when ``path`` holds a Delta table: Delta's own check on classic, one history probe on Connect."""
+    """True when ``path`` holds a Delta table: Delta's own check on classic, one probe query on Connect."""
     if not is_connect(spark):
         from delta.tables import DeltaTable
 
         return bool(DeltaTable.isDeltaTable(spark, path))
+    return not_a_table_error(spark, path) is None
+
+
+def not_a_table_error(spark: SparkSession, path: str) -> Exception | None:
+    """What Delta says of ``path`` when it holds no table, e.g. ``[DELTA_MISSING_DELTA_TABLE] ... is not a
+    Delta table`` (None: it holds one); other failures raise."""
     try:
-        spark.sql(f"DESCRIBE HISTORY {quoted_path(path)} LIMIT 1").collect()
+        spark.sql(f"DESCRIBE DETAIL {quoted_path(path)}").collect()
     except AnalysisException as error:
         if is_not_a_table(error):
-            return False
+            return error
         raise
-    return True
+    return None
 
 
 def has_delta_log(spark: SparkSession, path: str) -> bool:

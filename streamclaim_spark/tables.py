@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 import time
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
@@ -16,8 +15,7 @@ from streamclaim_spark.delta_io import (
     create_table,
     has_delta_log,
     is_delta_table,
-    is_not_a_table,
-    quoted_path,
+    not_a_table_error,
     table_schema,
 )
 from streamclaim_spark.errors import StreamclaimError
@@ -253,7 +251,7 @@ def _create_table(
             if _ALREADY_EXISTS in str(error):
                 # SQL's CREATE says only that the location is taken: by a table (now complete), by a
                 # creator mid-way, or by other files, which no wait will change.
-                found = _not_a_table_error(spark, path)
+                found = not_a_table_error(spark, path)
                 if found is None:
                     return path
                 if not has_delta_log(spark, path):
@@ -264,17 +262,6 @@ def _create_table(
         return path
     assert last_error is not None
     raise last_error
-
-
-def _not_a_table_error(spark: SparkSession, path: str) -> Exception | None:
-    """What Delta says of ``path`` when it holds no table (None: it holds one)."""
-    try:
-        spark.sql(f"DESCRIBE DETAIL {quoted_path(path)}").collect()
-    except AnalysisException as error:
-        if is_not_a_table(error):
-            return error
-        raise
-    return None
 
 
 def _wait_for_other_creator(seconds: float) -> None:

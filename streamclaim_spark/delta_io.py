@@ -187,7 +187,7 @@ def create_table(
 
 
 def merge_into(spark: SparkSession, table_path: str, source: DataFrame, condition: Column) -> Any:
-    """Starts a MERGE of ``source`` (as ``s``) into the table (as ``t``) on ``condition``: Spark's own
+    """Starts a MERGE of ``source`` (as ``s``) into the table (as ``MERGE_TARGET``) on ``condition``: Spark's own
     ``DataFrame.mergeInto``, which Delta plans exactly as its builder's MERGE, on either kind of session.
 
     The target is a temporary view of the table in ``spark``, the committing thread's own session; the
@@ -210,8 +210,7 @@ def update_in_place(spark: SparkSession, table_path: str, condition: Column, ass
         DeltaTable.forPath(spark, table_path).update(condition, dict(assignments))
         return
     one_row = spark.range(1).select(F.lit(1).alias(_ONE_ROW))
-    spark.read.format("delta").load(table_path).createOrReplaceTempView(MERGE_TARGET)
-    one_row.mergeInto(MERGE_TARGET, condition).whenMatched().update(dict(assignments)).merge()
+    merge_into(spark, table_path, one_row, condition).whenMatched().update(dict(assignments)).merge()
 
 
 def register_connect_errors(spark: SparkSession) -> None:

@@ -44,8 +44,8 @@ class Runner:
         self.big_partitions: dict[str, float] = {}
 
     def session(self) -> SparkSession:
-        """This thread's session: a child of the store's session (sharing its SparkContext on classic, a
-        clone of it on Spark Connect)."""
+        """This thread's session: on classic a child of the store's session sharing its SparkContext, on
+        Spark Connect the store's session itself (delta_io.child_session)."""
         session: SparkSession | None = getattr(self._local, "session", None)
         if session is None:
             session = child_session(self.spark)

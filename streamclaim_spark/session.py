@@ -189,10 +189,9 @@ def writer_safety(spark: SparkSession, path: str, *, single_writer: bool = False
         # The server's session settings start from its SparkContext's, log-store keys included.
         spark_conf = dict(spark.conf.getAll)
         default_fs = spark_conf.get("spark.hadoop.fs.defaultFS") or "file:///"
-        return check_writer_safety(path, spark_conf, single_writer=single_writer, default_fs=default_fs)
-    spark_conf = dict(spark.sparkContext.getConf().getAll())
-    hadoop_conf = spark.sparkContext._jsc.hadoopConfiguration()
-    default_fs = hadoop_conf.get("fs.defaultFS") or "file:///"
+    else:
+        spark_conf = dict(spark.sparkContext.getConf().getAll())
+        default_fs = spark.sparkContext._jsc.hadoopConfiguration().get("fs.defaultFS") or "file:///"
     return check_writer_safety(path, spark_conf, single_writer=single_writer, default_fs=default_fs)
 
 

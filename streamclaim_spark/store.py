@@ -149,7 +149,8 @@ class StreamStore:
         return self.runner.rows_per_file
 
     def session(self) -> SparkSession:
-        """This thread's session: a child of the store's session sharing its SparkContext."""
+        """This thread's session: on classic a child of the store's session sharing its SparkContext, on
+        Spark Connect the store's session itself (delta_io.child_session)."""
         return self.runner.session()
 
     @property

@@ -425,8 +425,8 @@ def own_commit_version(spark: SparkSession, table_path: str, operation: str) -> 
 def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[str, int]:
     """The operation metrics Delta wrote into commit ``version`` (e.g. a MERGE's numTargetRowsDeleted).
 
-    Read from the commit's own log file (``commit_info``, no Spark job), so a caller can check what a
-    commit did, not only what it decided before committing.
+    Read from the commit's own log file (``commit_info``: no Spark job on a classic session), so a caller
+    can check what a commit did, not only what it decided before committing.
     """
     metrics = commit_info(spark, table_path, version).get("operationMetrics", {})
     return {name: int(value) for name, value in metrics.items()}

@@ -73,6 +73,25 @@ def id_text(ms: str, seq: str) -> Column:
     return F.concat(as_text[0], F.lit("-"), as_text[1])
 
 
+# Redis' canonical ``ms-seq`` text, as ``id_text`` renders it: decimal parts with no leading zeros.
+_CANONICAL_ID = r"^(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})$"
+
+
+def stored_id_columns(text: Column) -> tuple[Column, Column]:
+    """Parses ``ms-seq`` text into stored (shifted) ID columns, the inverse of ``id_text``.
+
+    Both are null where ``text`` is not an ID as ``id_text`` renders one (leading zeros, a missing
+    sequence, a part past 2**64 - 1), so a join on them matches exactly the rows a join on the
+    rendered text would, without rendering every stored ID as text first.
+    """
+    parts = []
+    for group in (1, 2):
+        digits = F.regexp_extract(text, _CANONICAL_ID, group)
+        shifted = F.when(digits != "", digits.cast("decimal(20,0)") - F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))"))
+        parts.append(shifted.try_cast("bigint"))
+    return parts[0], parts[1]
+
+
 def stored_id(row: StateRow, ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
     return StreamId(from_stored(row[ms]), from_stored(row[seq]))
 

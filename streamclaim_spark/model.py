@@ -182,6 +182,9 @@ class Plan:
     # Target-only MERGE conditions (Columns over ``t.``) that every row the plan writes or deletes meets:
     # they change no outcome and let Delta skip the files of rows the plan cannot touch.
     bounds: list[Any] = field(default_factory=list)
+    # True when every frame is pinned (a local checkpoint): the MERGE's two passes over its source
+    # then read the same rows without Delta copying the source first (``transaction.pinned``).
+    frames_pinned: bool = False
 
     def add(self, write: Write) -> None:
         self.writes.append(write)

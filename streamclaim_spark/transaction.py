@@ -185,9 +185,17 @@ def _source_row(write: Write) -> tuple[Any, ...]:
     )
 
 
+# The columns a MERGE matches a source row to its target row on: all a delete needs to carry.
+MATCH_KEYS = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
+
+
 def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
-    """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them."""
-    return source_frame(rows, delete=True)
+    """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them.
+
+    Only the match keys are kept: a bulk delete's source is materialized and shuffled by the MERGE,
+    and a million PEL rows with every state column cost seconds more to move (docs/BENCHMARKS.md).
+    """
+    return source_frame(rows.select(*MATCH_KEYS), delete=True)
 
 
 def source_frame(rows: DataFrame, delete: bool = False) -> DataFrame:
@@ -310,6 +318,8 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
         condition = condition & bound
     _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file)
+    if plan.frames_pinned:  # a checkpointed source reads the same rows in both passes: no copy needed
+        spark.conf.set("spark.databricks.delta.merge.materializeSource", "none")
     (
         merge_into(spark, table_path, source, condition)
         .whenMatched(F.expr(f"s.{OP_GUARD} AND NOT ({TARGET}.{C.VERSION} <=> s.{OP_EXPECT})"))

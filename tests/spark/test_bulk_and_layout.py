@@ -38,7 +38,10 @@ def _build_delivered(store: StreamStore) -> None:
 def test_acknowledge_removes_exactly_the_pending_ids_named_and_ignores_the_others(
     spark: SparkSession, delivered_store: StreamStore
 ) -> None:
-    ids = spark.createDataFrame([(f"{T0}-{n}",) for n in (0, 3, 3, 9)] + [("5-0",), (f"{T0}-99",)], "id string")
+    named = [f"{T0}-{n}" for n in (0, 3, 3, 9)] + ["5-0", f"{T0}-99"]
+    # Only canonical text names an entry: not a leading zero, a bare millisecond part, or past 2**64 - 1.
+    not_ids = [f"0{T0}-2", f"{T0}", f"{T0}-02", "18446744073709551616-0", f"{T0}-4x", "", None]
+    ids = spark.createDataFrame([(text,) for text in named + not_ids], "id string")
 
     result = delivered_store.acknowledge("s", "g", ids)
 

@@ -10,7 +10,9 @@ A run costs the same few commits whatever the number of groups (docs/RECOVERY.md
    poison, to claim, to purge: the per-group numbers; plan.py), then one guarded MERGE over the groups
    with something to write: the copied entries that are still exactly as copied leave their PEL, every
    other stale entry is claimed (to the recovery consumer, or spread over its own group's live
-   consumers), entries of deleted stream entries are purged.
+   consumers), entries of deleted stream entries are purged. A round with nothing to acknowledge or
+   purge that claims to the one recovery consumer is an in-place UPDATE instead (in_place.py), after a
+   small commit creating that consumer in the groups that lack it.
 4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),
    and append one row to ``recovery_runs``.
 
@@ -26,7 +28,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from pyspark.sql import DataFrame
@@ -46,6 +48,7 @@ from streamclaim_spark.recovery.dead_letters import (
     unmatched_copies,
     withdraw_copies,
 )
+from streamclaim_spark.recovery.in_place import claim_update, in_place_applies, missing_consumers
 from streamclaim_spark.recovery.plan import (
     ACK,
     ACTION,
@@ -76,6 +79,7 @@ from streamclaim_spark.recovery.report import (
 from streamclaim_spark.runner import Runner
 from streamclaim_spark.tables import RECOVERY_RUNS_SCHEMA, ensure_recovery_runs_table
 from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy, commit_metrics
+from streamclaim_spark.writes import put_group, touch_consumer
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.recovery")
@@ -107,6 +111,11 @@ class _Round:
     tallies: dict[Pair, GroupTally]
     read_version: int
     version: int | None
+    # A round that claims in place (recovery/in_place.py): the heads its UPDATE guards on, as read,
+    # and the clock reading its classification used; None when the round's MERGE applied it.
+    in_place: dict[Pair, GroupMeta] | None = None
+    now: int = 0
+    consumers_added: list[Pair] = field(default_factory=list)  # groups whose head this round's commit bumped
 
 
 def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str | None = None) -> RecoveryReport:
@@ -258,6 +267,8 @@ def _claim_rounds(
 
         try:
             outcome = runner.transact("RECOVER", decide, one_attempt)
+            if outcome.in_place is not None:
+                _claim_in_place(runner, outcome, options, planned, one_attempt)
         except ConflictRetriesExhaustedError as error:
             changed = _changed_groups(runner, planned)
             lost.update(changed or list(planned))
@@ -328,7 +339,9 @@ def _decide_round(
 ) -> _Round:
     """Classifies the groups' PELs on the context's snapshot and plans the one MERGE that applies it.
 
-    ``planned`` receives the head version of every group the MERGE writes (and guards).
+    A round that only claims to the recovery consumer (``in_place_applies``) plans instead just the
+    consumers it lacks and returns its heads for ``_claim_in_place``'s UPDATE. ``planned`` receives
+    the head version of every group the round writes (and guards).
     """
     read_version = ctx.snapshot.version
     assert read_version is not None, "a transaction's snapshot is pinned to a version"
@@ -344,6 +357,14 @@ def _decide_round(
         head = heads[pair]
         assert head is not None
         planned[pair] = head.version
+    if in_place_applies(options, tallies, changed):
+        # This commit only creates the recovery consumer where it is missing; the UPDATE comes next.
+        missing = missing_consumers(ctx.snapshot, changed, options.consumer)
+        decided = {pair: head for pair in changed if (head := heads[pair]) is not None}
+        for pair in missing:
+            put_group(ctx, decided[pair], decided[pair])
+            touch_consumer(ctx, *pair, options.consumer)
+        return _Round(tallies, read_version, None, in_place=decided, now=ctx.now, consumers_added=missing)
     if changed:
         partitions = [group_partition(*pair) for pair in changed]
         source = (
@@ -353,6 +374,27 @@ def _decide_round(
         )
         ctx.plan.add_frame(source, *partitions)
     return _Round(tallies, read_version, None)
+
+
+def _claim_in_place(
+    runner: Runner, outcome: _Round, options: RecoveryOptions, planned: dict[Pair, int], policy: RetryPolicy
+) -> None:
+    """Commits an in-place round's UPDATE, after the commit (if any) that created missing consumers.
+
+    That commit was guarded on the heads as read and bumped the versions of the heads it wrote, so the
+    UPDATE guards on those one higher; ``planned`` follows, for a lost race's report of what moved.
+    """
+    assert outcome.in_place is not None
+    heads = dict(outcome.in_place)
+    for pair in outcome.consumers_added:
+        heads[pair] = replace(heads[pair], version=heads[pair].version + 1)
+        planned[pair] = heads[pair].version
+    partitions = [group_partition(*pair) for pair in sorted(heads)]
+
+    def rewrite(ctx: Context) -> None:
+        ctx.plan.set_update(claim_update(heads, options, outcome.now, ctx.txn), *partitions)
+
+    runner.transact("RECOVER", rewrite, policy)
 
 
 def _check_commit(runner: Runner, outcome: _Round) -> None:
@@ -369,9 +411,10 @@ def _check_commit(runner: Runner, outcome: _Round) -> None:
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
     written = sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
+    # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
     committed = (
         metrics.get("numTargetRowsDeleted", 0),
-        metrics.get("numTargetRowsUpdated", 0) + metrics.get("numTargetRowsInserted", 0),
+        metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated", 0)) + metrics.get("numTargetRowsInserted", 0),
     )
     if committed != (deleted, written):
         raise RuntimeError(

@@ -319,3 +319,43 @@ def test_a_group_changed_during_every_claim_commit_is_skipped_and_reported_while
     assert dead_letters(fleet).where(of_busy).count() == 0
     runs = fleet.spark.read.format("delta").load(table_path(fleet.path, C.RECOVERY_RUNS_TABLE_DIR))
     assert runs.select("status").collect() == [("partial",)]
+
+
+# Spark jobs of an in-place run over 10 groups that only claim, the recovery consumer created first.
+IN_PLACE_RUN_JOB_BUDGET = 27
+
+
+def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_ends_as_the_merge_does(
+    spark: SparkSession, fleet: StreamStore, templates: TemplateStores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Group c of s10..s19: six stale entries each, delivered once, none poison, none deleted.
+    options = replace(OPTIONS, streams=("s1*",), groups=("c",))
+    merged = templates.copy("fleet recovery", tmp_path / "merged", clock=ManualClock(T_RUN))
+    before = current_version(fleet)
+
+    with count_jobs(spark.sparkContext) as counted:
+        in_place = recover_stale(fleet, options, run_id="in-place")
+    monkeypatch.setattr(recovery, "in_place_applies", lambda *_args: False)
+    by_merge = recover_stale(merged, options, run_id="merge")
+
+    assert counted.jobs <= IN_PLACE_RUN_JOB_BUDGET, counted.jobs
+    assert in_place.groups == by_merge.groups
+    assert (in_place.totals["claimed"], in_place.totals["purged"], in_place.totals["dead_lettered"]) == (60, 0, 0)
+    assert_df_equality(pending(fleet), pending(merged), ignore_row_order=True, ignore_nullable=True)
+    consumers = [C.STREAM, C.GROUP, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS]
+    left, right = (store.snapshot().frame().where(F.col(C.ROW_KIND) == C.KIND_CONSUMER) for store in (fleet, merged))
+    assert_df_equality(left.select(consumers), right.select(consumers), ignore_row_order=True)
+    state = table_path(fleet.path, C.STATE_TABLE_DIR)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{state}`").where(F.col("version") > before).orderBy("version")
+    # The recovery consumer created in the 10 groups (a MERGE of heads and consumers), then the claim in place.
+    assert [row["operation"] for row in history.collect()] == ["MERGE", "UPDATE"]
+
+    fleet.clock.now = T_RUN + 20 * MIN  # type: ignore[attr-defined]
+    again = recover_stale(fleet, options, run_id="again")
+
+    assert again.totals["claimed"] == 60
+    assert current_version(fleet) == before + 3  # the consumer exists now: the UPDATE alone
+    rows = pending(fleet).where(F.col(C.GROUP) == "c").where(F.col(C.STREAM).startswith("s1")).collect()
+    assert {(row[C.OWNER], row[C.DELIVERY_TIME_MS], row[C.DELIVERY_COUNT]) for row in rows} == {
+        ("recovery", T_RUN + 20 * MIN, 3)
+    }

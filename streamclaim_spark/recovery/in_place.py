@@ -1,10 +1,11 @@
 """A recovery round without a MERGE: the stale entries claimed where they lie by one Delta UPDATE.
 
-A round that only claims — nothing to acknowledge as dead-lettered, nothing to purge — to the one
-recovery consumer (``assign="consumer"``) rewrites rows in place, as ``claim_stale`` does: the MERGE
-joined every claimed row with its target and rewrote it through the join (10,000 groups, 1M entries:
-17.4 s of a 29.3 s run, docs/BENCHMARKS.md). An UPDATE cannot insert, so groups that lack the recovery
-consumer get it in a small commit first (``missing_consumers``), as ``claims.in_place`` does.
+The groups of a round that only claim — nothing to acknowledge as dead-lettered, nothing to purge — to
+the one recovery consumer (``assign="consumer"``) have their rows rewritten in place, as ``claim_stale``
+does: the MERGE joined every claimed row with its target and rewrote it through the join (10,000
+groups, 1M entries: 17.4 s of a 29.3 s run, docs/BENCHMARKS.md). An UPDATE cannot insert, so the
+round's MERGE (which applies its other groups) first creates the recovery consumer where one of them
+lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its own.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.transaction import InPlaceUpdate, stale_snapshot_error
 
 
-def in_place_applies(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> bool:
-    """Whether the round's writes are claims to the recovery consumer only (no deletes, no spreading)."""
-    if options.assign != "consumer" or not changed:
-        return False
-    return all(tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0 for pair in changed)
+def claims_only(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
+    """The groups among ``changed`` whose writes are claims to the recovery consumer only: nothing to
+    acknowledge or purge, and ``assign="consumer"`` (no spreading over live consumers, no NACKs)."""
+    if options.assign != "consumer":
+        return []
+    return [pair for pair in changed if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
 
 
 def missing_consumers(snapshot: Snapshot, changed: Sequence[Pair], consumer: str) -> list[Pair]:

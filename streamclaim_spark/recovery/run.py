@@ -48,7 +48,7 @@ from streamclaim_spark.recovery.dead_letters import (
     unmatched_copies,
     withdraw_copies,
 )
-from streamclaim_spark.recovery.in_place import claim_update, in_place_applies, missing_consumers
+from streamclaim_spark.recovery.in_place import claim_update, claims_only, missing_consumers
 from streamclaim_spark.recovery.plan import (
     ACK,
     ACTION,
@@ -77,6 +77,7 @@ from streamclaim_spark.recovery.report import (
     warn_without_live_consumers,
 )
 from streamclaim_spark.runner import Runner
+from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.tables import RECOVERY_RUNS_SCHEMA, ensure_recovery_runs_table
 from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy, commit_metrics
 from streamclaim_spark.writes import put_group, touch_consumer
@@ -111,11 +112,11 @@ class _Round:
     tallies: dict[Pair, GroupTally]
     read_version: int
     version: int | None
-    # A round that claims in place (recovery/in_place.py): the heads its UPDATE guards on, as read,
-    # and the clock reading its classification used; None when the round's MERGE applied it.
-    in_place: dict[Pair, GroupMeta] | None = None
+    # The groups the round claims in place (recovery/in_place.py), with the heads its UPDATE guards on
+    # as read, and the clock reading their classification used; the round's MERGE applies the others.
+    in_place: dict[Pair, GroupMeta] = field(default_factory=dict)
     now: int = 0
-    consumers_added: list[Pair] = field(default_factory=list)  # groups whose head this round's commit bumped
+    consumers_added: list[Pair] = field(default_factory=list)  # in-place groups whose head the MERGE bumped
 
 
 def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str | None = None) -> RecoveryReport:
@@ -240,18 +241,52 @@ def _claim_rounds(
     copied: dict[Pair, int],
     done: dict[Pair, GroupReport],
 ) -> list[DataFrame]:
-    """Step 3 in at most MAX_CLAIM_ROUNDS commits; returns frames of the copies to withdraw.
+    """Step 3 in at most MAX_CLAIM_ROUNDS rounds; returns frames of the copies to withdraw.
 
     Each round classifies its groups on a fresh snapshot and commits one MERGE over those with
-    something to write. When it loses, the groups it planned to write whose head moved meanwhile are
-    set aside for a later round and the others go again at once; if all moved, the same groups go
-    again after a backoff.
+    something to write, then (``_claim_in_place``) one UPDATE over those that only claim to the
+    recovery consumer. When a commit loses, the groups it planned to write whose head moved meanwhile
+    are set aside for a later round and the others go again at once; if all moved, the same groups go
+    again after a backoff. Groups whose commit landed are done, whatever happens to the round's other commit.
     """
     remaining, deferred = list(pairs), list[Pair]()
     lost: Counter[Pair] = Counter()
     last_seen: dict[Pair, GroupTally] = {}
     withdrawals: list[DataFrame] = []
     one_attempt = RetryPolicy(max_attempts=1)
+
+    def land(landed: list[Pair], outcome: _Round) -> None:
+        """Reports the groups whose commit landed (and those with nothing to write) as done."""
+        for pair in landed:
+            group_tally = outcome.tallies.get(pair, GroupTally())
+            done[pair] = replace(
+                group_report(pair, group_tally, options, owners, dead_lettered=group_tally.outcomes[ACK]),
+                dead_letters_withdrawn=copied.get(pair, 0) - group_tally.outcomes[ACK],
+                conflicts_retried=lost[pair],
+            )
+        unmatched = [pair for pair in landed if done[pair].dead_letters_withdrawn]
+        if copies is not None and unmatched:
+            withdrawals.append(unmatched_copies(runner, copies, unmatched, outcome.read_version))
+
+    def lose(error: ConflictRetriesExhaustedError, planned: dict[Pair, int], round_number: int) -> list[Pair]:
+        """Notes a lost commit over ``planned`` and returns the groups that go again in the next round."""
+        changed = _changed_groups(runner, planned)
+        lost.update(changed or list(planned))
+        set_aside = 0 < len(changed) < len(planned)
+        log.warning(
+            "claim commit %d over %d group(s) lost a race (%s); %d of them changed meanwhile%s",
+            round_number,
+            len(planned),
+            type(error.last_race).__name__,
+            len(changed),
+            ", set aside for a later commit" if set_aside else "; trying them again",
+        )
+        if set_aside:
+            deferred.extend(changed)
+            return [pair for pair in planned if pair not in set(changed)]
+        time.sleep(runner.retry_policy.delay(round_number))
+        return list(planned)
+
     for round_number in range(1, MAX_CLAIM_ROUNDS + 1):
         if not remaining:
             remaining, deferred = deferred, []
@@ -267,40 +302,27 @@ def _claim_rounds(
 
         try:
             outcome = runner.transact("RECOVER", decide, one_attempt)
-            if outcome.in_place is not None:
-                _claim_in_place(runner, outcome, options, planned, one_attempt)
         except ConflictRetriesExhaustedError as error:
-            changed = _changed_groups(runner, planned)
-            lost.update(changed or list(planned))
-            set_aside = 0 < len(changed) < len(planned)
-            log.warning(
-                "claim commit %d over %d group(s) lost a race (%s); %d of them changed meanwhile%s",
-                round_number,
-                len(planned),
-                type(error.last_race).__name__,
-                len(changed),
-                ", set aside for a later commit" if set_aside else "; trying them again",
-            )
-            if set_aside:
-                deferred.extend(changed)
-                remaining = [pair for pair in remaining if pair not in set(changed)]
-            else:
-                time.sleep(runner.retry_policy.delay(round_number))
+            unplanned = [pair for pair in remaining if pair not in planned]  # nothing to write: go again as they are
+            remaining = lose(error, planned, round_number) + unplanned
             continue
-        _check_commit(runner, outcome)
+        outcome.version = runner.last_commit_version
+        # The MERGE: the other groups' changes, plus a head and a consumer row per in-place group lacking one.
+        merged = [pair for pair in remaining if pair not in outcome.in_place]
+        _check_commit(runner, outcome.version, outcome, merged, extra=2 * len(outcome.consumers_added))
         if round_number == 1:
             log_scan(outcome.tallies, len(remaining))
             warn_without_live_consumers(outcome.tallies, owners, options)
-        for pair in remaining:
-            group_tally = outcome.tallies.get(pair, GroupTally())
-            done[pair] = replace(
-                group_report(pair, group_tally, options, owners, dead_lettered=group_tally.outcomes[ACK]),
-                dead_letters_withdrawn=copied.get(pair, 0) - group_tally.outcomes[ACK],
-                conflicts_retried=lost[pair],
-            )
-        unmatched = [pair for pair in remaining if done[pair].dead_letters_withdrawn]
-        if copies is not None and unmatched:
-            withdrawals.append(unmatched_copies(runner, copies, unmatched, outcome.read_version))
+        land(merged, outcome)
+        if outcome.in_place:
+            in_place = {pair: planned[pair] for pair in outcome.in_place}
+            try:
+                outcome.version = _claim_in_place(runner, outcome, options, in_place, one_attempt)
+            except ConflictRetriesExhaustedError as error:
+                remaining = lose(error, in_place, round_number)
+                continue
+            _check_commit(runner, outcome.version, outcome, list(outcome.in_place))
+            land(list(outcome.in_place), outcome)
         totals: Counter[object] = sum((t.outcomes for t in outcome.tallies.values()), Counter())
         log.info(
             "claim committed (state version %s, commit %d of at most %d): %d group(s) written, %d dead letter(s) "
@@ -339,9 +361,9 @@ def _decide_round(
 ) -> _Round:
     """Classifies the groups' PELs on the context's snapshot and plans the one MERGE that applies it.
 
-    A round that only claims to the recovery consumer (``in_place_applies``) plans instead just the
-    consumers it lacks and returns its heads for ``_claim_in_place``'s UPDATE. ``planned`` receives
-    the head version of every group the round writes (and guards).
+    Groups that only claim to the recovery consumer (``claims_only``) are left out of the MERGE: it only
+    creates the consumer where they lack it, and the round returns their heads for ``_claim_in_place``'s
+    UPDATE. ``planned`` receives the head version of every group the round writes (and guards).
     """
     read_version = ctx.snapshot.version
     assert read_version is not None, "a transaction's snapshot is pinned to a version"
@@ -357,34 +379,39 @@ def _decide_round(
         head = heads[pair]
         assert head is not None
         planned[pair] = head.version
-    if in_place_applies(options, tallies, changed):
-        # This commit only creates the recovery consumer where it is missing; the UPDATE comes next.
-        missing = missing_consumers(ctx.snapshot, changed, options.consumer)
-        decided = {pair: head for pair in changed if (head := heads[pair]) is not None}
-        for pair in missing:
-            put_group(ctx, decided[pair], decided[pair])
-            touch_consumer(ctx, *pair, options.consumer)
-        return _Round(tallies, read_version, None, in_place=decided, now=ctx.now, consumers_added=missing)
-    if changed:
-        partitions = [group_partition(*pair) for pair in changed]
+    in_place = set(claims_only(options, tallies, changed))
+    merged = [pair for pair in changed if pair not in in_place]
+    if merged:
+        partitions = [group_partition(*pair) for pair in merged]
+        rows = classified
+        if in_place:  # the shorter list of partitions names which rows the MERGE takes
+            others = [group_partition(*pair) for pair in sorted(in_place)]
+            rows = rows.where(in_partitions(partitions) if len(merged) <= len(others) else ~in_partitions(others))
         source = (
-            pending_source(classified, ctx, ctx.now - options.min_idle_ms, options.assign == "nack")
+            pending_source(rows, ctx, ctx.now - options.min_idle_ms, options.assign == "nack")
             .unionByName(head_source(ctx.snapshot, partitions, ctx.txn))
-            .unionByName(consumer_source(classified, ctx))
+            .unionByName(consumer_source(rows, ctx))
         )
         ctx.plan.add_frame(source, *partitions)
-    return _Round(tallies, read_version, None)
+    if not in_place:
+        return _Round(tallies, read_version, None)
+    # The same commit creates the recovery consumer where an in-place group lacks it: an UPDATE cannot.
+    decided = {pair: head for pair in changed if pair in in_place and (head := heads[pair]) is not None}
+    missing = missing_consumers(ctx.snapshot, sorted(in_place), options.consumer)
+    for pair in missing:
+        put_group(ctx, decided[pair], decided[pair])
+        touch_consumer(ctx, *pair, options.consumer)
+    return _Round(tallies, read_version, None, in_place=decided, now=ctx.now, consumers_added=missing)
 
 
 def _claim_in_place(
     runner: Runner, outcome: _Round, options: RecoveryOptions, planned: dict[Pair, int], policy: RetryPolicy
-) -> None:
-    """Commits an in-place round's UPDATE, after the commit (if any) that created missing consumers.
+) -> int | None:
+    """Commits the UPDATE of a round's in-place groups, after its MERGE; returns the UPDATE's version.
 
-    That commit was guarded on the heads as read and bumped the versions of the heads it wrote, so the
-    UPDATE guards on those one higher; ``planned`` follows, for a lost race's report of what moved.
+    The MERGE was guarded on the heads as read and bumped the heads of the groups it gave a consumer,
+    so the UPDATE guards on those one higher; ``planned`` follows, for a lost race's report of what moved.
     """
-    assert outcome.in_place is not None
     heads = dict(outcome.in_place)
     for pair in outcome.consumers_added:
         heads[pair] = replace(heads[pair], version=heads[pair].version + 1)
@@ -395,22 +422,22 @@ def _claim_in_place(
         ctx.plan.set_update(claim_update(heads, options, outcome.now, ctx.txn), *partitions)
 
     runner.transact("RECOVER", rewrite, policy)
+    return runner.last_commit_version
 
 
-def _check_commit(runner: Runner, outcome: _Round) -> None:
-    """Sets the round's commit version and checks the commit's MERGE metrics against its decision.
+def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: list[Pair], extra: int = 0) -> None:
+    """Checks a commit's metrics against what the round decided for ``pairs`` (and ``extra`` rows written).
 
-    The group-head guard makes the MERGE apply exactly what was decided on the snapshot; this check
+    The group-head guard makes a commit apply exactly what was decided on the snapshot; this check
     makes a disagreement (a bug, not a race) fail the run loudly instead of reporting wrong numbers.
     """
-    outcome.version = runner.last_commit_version
-    if outcome.version is None:
+    if version is None:
         return
-    metrics = commit_metrics(runner.session(), runner.state_path, outcome.version)
-    tallies = outcome.tallies.values()
+    metrics = commit_metrics(runner.session(), runner.state_path, version)
+    tallies = [outcome.tallies[pair] for pair in pairs if pair in outcome.tallies]
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
-    written = sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
+    written = extra + sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
     # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
     committed = (
         metrics.get("numTargetRowsDeleted", 0),
@@ -418,7 +445,7 @@ def _check_commit(runner: Runner, outcome: _Round) -> None:
     )
     if committed != (deleted, written):
         raise RuntimeError(
-            f"claim commit {outcome.version} deleted {committed[0]} and wrote {committed[1]} rows, "
+            f"claim commit {version} deleted {committed[0]} and wrote {committed[1]} rows, "
             f"but the run decided on {deleted} and {written}: the per-group report would be wrong"
         )
 

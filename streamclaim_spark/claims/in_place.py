@@ -8,10 +8,11 @@ that meets entries deleted from their stream is left to the MERGE path, which pu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
@@ -117,10 +118,7 @@ def _in_place_update(
     pairs = decision.claimed_pairs
     groups = [decision.groups[pair] for pair in pairs]
     kind = F.col(C.ROW_KIND)
-    is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
-    # Partition IDs are hex digests and versions integers: one SQL map, one py4j call for any fleet.
-    expected = ", ".join(f"'{group_partition(g.key, g.name)}', {g.version}" for g in groups)
-    expected_version = F.expr(f"map({expected})[{C.PARTITION_ID}]")
+    is_group, is_consumer = (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
     by_owners: dict[frozenset[str], list[str]] = {}
     for pair in pairs:
         by_owners.setdefault(frozenset(decision.winners[pair]), []).append(group_partition(*pair))
@@ -131,20 +129,32 @@ def _in_place_update(
     condition = in_partitions([group_partition(*pair) for pair in pairs]) & (
         (stale_condition(groups, selection, decision.now - selection.min_idle_ms)) | is_group | (is_consumer & touched)
     )
+    assignments = claim_assignments(groups, new_owner(owners), 0 if just_id else 1, decision.now, txn)
+    return InPlaceUpdate(condition, assignments)
+
+
+def claim_assignments(heads: Iterable[GroupMeta], owner: Column, steps: int, now: int, txn: str) -> dict[str, Column]:
+    """What an in-place claim sets: on pending rows ``owner``, delivery time ``now`` and ``steps`` more
+    deliveries; on consumer rows seen and active ``now``; on each group head of ``heads`` its version
+    plus one, guarded: a head whose version moved since it was read aborts the UPDATE as a lost race."""
+    kind = F.col(C.ROW_KIND)
+    is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
+    # Partition IDs are hex digests and versions integers: one SQL map, one py4j call for any fleet.
+    expected = ", ".join(f"'{group_partition(g.key, g.name)}', {g.version}" for g in heads)
     version = F.col(C.VERSION)
-    guarded = F.when(version == expected_version, version + 1).otherwise(stale_snapshot_error().cast(LongType()))
-    now = F.lit(decision.now).cast(LongType())
-    steps = 0 if just_id else 1
-    assignments = {
-        C.OWNER: F.when(is_pending, new_owner(owners)).otherwise(F.col(C.OWNER)),
+    guarded = F.when(version == F.expr(f"map({expected})[{C.PARTITION_ID}]"), version + 1).otherwise(
+        stale_snapshot_error().cast(LongType())
+    )
+    at_now = F.lit(now).cast(LongType())
+    return {
+        C.OWNER: F.when(is_pending, owner).otherwise(F.col(C.OWNER)),
         C.DELIVERY_COUNT: F.when(is_pending, F.col(C.DELIVERY_COUNT) + steps).otherwise(F.col(C.DELIVERY_COUNT)),
-        C.DELIVERY_TIME_MS: F.when(is_pending, now).otherwise(F.col(C.DELIVERY_TIME_MS)),
-        C.SEEN_TIME_MS: F.when(is_consumer, now).otherwise(F.col(C.SEEN_TIME_MS)),
-        C.ACTIVE_TIME_MS: F.when(is_consumer, now).otherwise(F.col(C.ACTIVE_TIME_MS)),
+        C.DELIVERY_TIME_MS: F.when(is_pending, at_now).otherwise(F.col(C.DELIVERY_TIME_MS)),
+        C.SEEN_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.SEEN_TIME_MS)),
+        C.ACTIVE_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.ACTIVE_TIME_MS)),
         C.VERSION: F.when(is_group, guarded).otherwise(version),
         C.TXN: F.lit(txn),
     }
-    return InPlaceUpdate(condition, assignments)
 
 
 def claim_in_place(

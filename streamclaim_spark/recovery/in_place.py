@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
 
 from streamclaim_spark import _constants as C
+from streamclaim_spark.claims.in_place import claim_assignments
 from streamclaim_spark.claims.owners import GroupTally, Pair
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.model import GroupMeta
@@ -23,7 +23,7 @@ from streamclaim_spark.partitions import group_partition
 from streamclaim_spark.recovery.plan import ACK, PURGE
 from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.snapshot import Snapshot
-from streamclaim_spark.transaction import InPlaceUpdate, stale_snapshot_error
+from streamclaim_spark.transaction import InPlaceUpdate
 
 
 def claims_only(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
@@ -56,7 +56,7 @@ def claim_update(heads: Mapping[Pair, GroupMeta], options: RecoveryOptions, now:
     Selects exactly what classification calls CLAIM when there is nothing to acknowledge or purge:
     stale pending rows, minus the poison ones when dead-lettering. Each claimed entry gets the recovery
     consumer, delivery time ``now`` and one more delivery; the consumer is seen and active ``now``; each
-    head's version moves on, guarded on ``heads`` (as read, or as the consumers' commit left them),
+    head's version moves on, guarded on ``heads`` (as read, or as the round's MERGE left them),
     so a group written since the decision makes the UPDATE a lost race.
     """
     partitions = [group_partition(*pair) for pair in sorted(heads)]
@@ -68,20 +68,5 @@ def claim_update(heads: Mapping[Pair, GroupMeta], options: RecoveryOptions, now:
     condition = in_partitions(partitions) & (
         claimed | is_group | (is_consumer & (F.col(C.CONSUMER) == F.lit(options.consumer)))
     )
-    # Partition IDs are hex digests and versions integers: one SQL map, one py4j call for any fleet.
-    expected = ", ".join(f"'{group_partition(*pair)}', {head.version}" for pair, head in sorted(heads.items()))
-    version = F.col(C.VERSION)
-    guarded = F.when(version == F.expr(f"map({expected})[{C.PARTITION_ID}]"), version + 1).otherwise(
-        stale_snapshot_error().cast(LongType())
-    )
-    at_now = F.lit(now).cast(LongType())
-    assignments = {
-        C.OWNER: F.when(is_pending, F.lit(options.consumer)).otherwise(F.col(C.OWNER)),
-        C.DELIVERY_COUNT: F.when(is_pending, F.col(C.DELIVERY_COUNT) + 1).otherwise(F.col(C.DELIVERY_COUNT)),
-        C.DELIVERY_TIME_MS: F.when(is_pending, at_now).otherwise(F.col(C.DELIVERY_TIME_MS)),
-        C.SEEN_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.SEEN_TIME_MS)),
-        C.ACTIVE_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.ACTIVE_TIME_MS)),
-        C.VERSION: F.when(is_group, guarded).otherwise(version),
-        C.TXN: F.lit(txn),
-    }
+    assignments = claim_assignments((head for _, head in sorted(heads.items())), F.lit(options.consumer), 1, now, txn)
     return InPlaceUpdate(condition, assignments)

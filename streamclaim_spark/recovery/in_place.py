@@ -20,18 +20,24 @@ from streamclaim_spark.claims.owners import GroupTally, Pair
 from streamclaim_spark.config import RecoveryOptions
 from streamclaim_spark.model import GroupMeta
 from streamclaim_spark.partitions import group_partition
-from streamclaim_spark.recovery.plan import ACK, PURGE
+from streamclaim_spark.recovery.plan import ACK, CLAIM, PURGE
 from streamclaim_spark.schema import in_partitions
 from streamclaim_spark.snapshot import Snapshot
 from streamclaim_spark.transaction import InPlaceUpdate
 
+# Claims below which a round stays one MERGE: the UPDATE is a second commit (a third when the recovery
+# consumer is new), about 1.5 s each here, and rewrites rows faster only in bulk (10,000 groups of 100
+# entries: claim commit 17.4 s -> 5.3 s; 1,000 groups: run 25.9 s -> 22.0 s; docs/BENCHMARKS.md).
+MIN_CLAIMS = 100_000
+
 
 def claims_only(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
-    """The groups among ``changed`` whose writes are claims to the recovery consumer only: nothing to
-    acknowledge or purge, and ``assign="consumer"`` (no spreading over live consumers, no NACKs)."""
+    """The groups among ``changed`` to claim in place: their writes are claims to the recovery consumer
+    only (nothing to acknowledge or purge, ``assign="consumer"``), and at least MIN_CLAIMS in all."""
     if options.assign != "consumer":
         return []
-    return [pair for pair in changed if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
+    only = [pair for pair in changed if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
+    return only if sum(tallies[pair].outcomes[CLAIM] for pair in only) >= MIN_CLAIMS else []
 
 
 def missing_consumers(snapshot: Snapshot, changed: Sequence[Pair], consumer: str) -> list[Pair]:

@@ -1,4 +1,4 @@
-"""A recovery round without a MERGE: the stale entries claimed where they lie by one Delta UPDATE.
+"""Recovery claims without a MERGE: a round's stale entries claimed where they lie by one Delta UPDATE.
 
 The groups of a round that only claim — nothing to acknowledge as dead-lettered, nothing to purge — to
 the one recovery consumer (``assign="consumer"``) have their rows rewritten in place, as ``claim_stale``

@@ -10,9 +10,10 @@ A run costs the same few commits whatever the number of groups (docs/RECOVERY.md
    poison, to claim, to purge: the per-group numbers; plan.py), then one guarded MERGE over the groups
    with something to write: the copied entries that are still exactly as copied leave their PEL, every
    other stale entry is claimed (to the recovery consumer, or spread over its own group's live
-   consumers), entries of deleted stream entries are purged. A round with nothing to acknowledge or
-   purge that claims to the one recovery consumer is an in-place UPDATE instead (in_place.py), after a
-   small commit creating that consumer in the groups that lack it.
+   consumers), entries of deleted stream entries are purged. With ``assign="consumer"``, groups with
+   nothing to acknowledge or purge (at least ``in_place.MIN_CLAIMS`` claims between them) are left out
+   of the MERGE and claimed by an in-place UPDATE right after it (in_place.py); the MERGE creates the
+   recovery consumer where they lack it.
 4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),
    and append one row to ``recovery_runs``.
 

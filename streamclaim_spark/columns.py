@@ -7,7 +7,7 @@ skipping, as ``ms-seq`` text, and as ``StreamId``/``Entry``/``PendingEntry`` val
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pyspark.sql import Column, Row
@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.ids import STORED_OFFSET, StreamId, from_stored, to_stored
-from streamclaim_spark.model import Entry, PendingEntry
+from streamclaim_spark.model import Entry, PendingEntry, Scan
 
 # A state-table row: as Spark collects it, or as a dict (model's row builders, a batch's rows in memory).
 StateRow = Row | Mapping[str, Any]
@@ -109,3 +109,21 @@ def pending_from_row(row: StateRow) -> PendingEntry:
 def by_bytes(name: str) -> bytes:
     """Redis orders consumers and groups bytewise."""
     return name.encode()
+
+
+def scan_filter(scan: Scan) -> Column:
+    """The rows an ordered range read selects: its ID range, and its owner and delivery cutoff if any."""
+    condition = id_between(scan.low, scan.high)
+    if scan.owner is not None:
+        condition = condition & (F.col(C.OWNER) == scan.owner)
+    if scan.delivered_at_or_before is not None:
+        condition = condition & (F.col(C.DELIVERY_TIME_MS) <= scan.delivered_at_or_before)
+    return condition
+
+
+def any_of(conditions: Sequence[Column]) -> Column:
+    """The disjunction of ``conditions`` (at least one)."""
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined | condition
+    return combined

@@ -39,6 +39,7 @@ __all__ = [
     "bucket_of",
     "group_partition",
     "in_partitions",
+    "kind_in",
     "stream_partition",
 ]
 
@@ -99,6 +100,11 @@ def in_partitions(partitions: str | Iterable[str], table: str = "") -> Column:
     # One SQL expression, one py4j call: Column.isin makes one py4j call per value (~3 s for 10,000
     # groups, several times per recovery run). Partition IDs and buckets are hex digests: safe to quote.
     return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets)}) AND {prefix}{C.PARTITION_ID} IN ({_quoted(wanted)})")
+
+
+def kind_in(partitions: str | Iterable[str], kind: str) -> Column:
+    """Rows of ``kind`` in the given partition(s); the kind is what Delta's statistics skip files by."""
+    return in_partitions(partitions) & (F.col(C.ROW_KIND) == kind)
 
 
 # Past this many partitions a query names only their buckets and lets a join select the rows: testing

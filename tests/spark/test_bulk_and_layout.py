@@ -9,11 +9,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark import ReplyError, StreamStore, file_stats
+from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import id_in, stored_id
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import Need
+from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.model import Need, Scan
 from streamclaim_spark.partitions import stream_partition
+from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 
@@ -148,3 +150,52 @@ def test_auto_compaction_leaves_capped_bulk_files_alone(
     pel_files = store.snapshot().pending_frame("s", "g").inputFiles()
     assert "OPTIMIZE" not in operations
     assert len(pel_files) >= 60
+
+
+def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_stay_id_ordered(
+    spark: SparkSession, make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 0)  # narrow in a test-sized table too
+    clock = ManualClock(T0)
+    store = make_store(clock=clock, rows_per_file=100)
+    store.append("s", spark.range(1000).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "c")
+    first_ten = Scan(ZERO_ID, MAX_ID, 10)
+    needs = [Need("s", ("g",), pending_scan=first_ten)]
+    bounded = file_stats.bounded_needs(spark, store.state_path, needs, (C.KIND_PENDING, "s", "g", first_ten))
+    snapshot = store.snapshot()
+    whole, narrow = snapshot.prefetch_query(*needs), snapshot.prefetch_query(*(bounded or []))
+
+    assert bounded is not None and bounded[0].pending_scan is not None
+    assert bounded[0].pending_scan.high < StreamId(T0, 100)  # where the first PEL file ends
+    assert whole is not None and narrow is not None
+    assert len(whole[0].inputFiles()) >= 11  # every PEL file (1,000 rows, 100 a file) and the heads'
+    assert len(narrow[0].inputFiles()) <= 3  # the first PEL file and the heads'
+    assert store.execute("XRANGE", "s", "-", "+", "COUNT", "2") == [
+        [f"{T0}-0", ["n", "0"]],
+        [f"{T0}-1", ["n", "1"]],
+    ]
+    assert store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1") == [[f"{T0}-999", ["n", "999"]]]
+    assert store.execute("XPENDING", "s", "g", "-", "+", "2") == [[f"{T0}-0", "c", 0, 1], [f"{T0}-1", "c", 0, 1]]
+    assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "1000"]]]  # large: two scans
+
+    # A claim rewrites the first PEL file; written back by one task, it stays one narrow ID range.
+    clock.now = T0 + 10_000
+    claimed = store.execute("XAUTOCLAIM", "s", "g", "d", "0", "0-0", "COUNT", "96", "JUSTID")
+    assert claimed[:2] == [f"{T0}-96", [f"{T0}-{n}" for n in range(96)]]
+    pel_files = (
+        store.snapshot()
+        .pending_frame("s", "g")
+        .groupBy(F.input_file_name())
+        .agg(F.count("*").alias("rows"), F.min("id_seq").alias("low"), F.max("id_seq").alias("high"))
+        .collect()
+    )
+    assert sum(row["rows"] for row in pel_files) == 1000 and len(pel_files) >= 10
+    assert all(row["high"] - row["low"] + 1 == row["rows"] for row in pel_files)
+
+    # Only 96 and 97 of the first file are still idle: the bound there holds 2 of the 3 rows asked
+    # for, so the unbounded read answers.
+    assert store.execute("XPENDING", "s", "g", "IDLE", "5000", "-", "+", "3") == [
+        [f"{T0}-{n}", "c", 10_000, 1] for n in (96, 97, 98)
+    ]

@@ -40,6 +40,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "delta_io",
         "session",
         "tables",
+        "file_stats",
         "snapshot",
     ),
     "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),

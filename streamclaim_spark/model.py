@@ -183,7 +183,7 @@ class Plan:
     # they change no outcome and let Delta skip the files of rows the plan cannot touch.
     bounds: list[Any] = field(default_factory=list)
     # True when every frame is pinned (a local checkpoint): the MERGE's two passes over its source
-    # then read the same rows without Delta copying the source first (``transaction._commit_plan``).
+    # then read the same rows without Delta copying the source first (``transaction._commit_settings``).
     frames_pinned: bool = False
 
     def add(self, write: Write) -> None:

@@ -318,9 +318,7 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     condition = F.expr(on)
     for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
         condition = condition & bound
-    _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file)
-    if plan.frames_pinned:  # a checkpointed source reads the same rows in both passes: no copy needed
-        spark.conf.set("spark.databricks.delta.merge.materializeSource", "none")
+    _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file, pinned=plan.frames_pinned)
     with _one_shuffle_partition(spark, small):
         _merge(spark, table_path, source, condition)
     return own_commit_version(spark, table_path, operation)
@@ -371,13 +369,17 @@ def _merge(spark: SparkSession, table_path: str, source: DataFrame, condition: C
     )
 
 
-def _commit_settings(spark: SparkSession, operation: str, small: bool, rows_per_file: int) -> None:
-    """Session settings for the next commit: its user metadata, and how small plans avoid Spark jobs."""
+def _commit_settings(
+    spark: SparkSession, operation: str, small: bool, rows_per_file: int, pinned: bool = False
+) -> None:
+    """Session settings for the next commit: its user metadata, and how small plans avoid Spark jobs.
+    ``pinned``: the source frames are checkpointed (``Plan.frames_pinned``), so Delta need not copy them."""
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
     # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
-    # deletion vectors, and a local source needs no materializing. Bulk plans keep both (docs/DESIGN.md).
+    # deletion vectors, and a local source needs no materializing, nor does a checkpointed one (it reads
+    # the same rows in both of the MERGE's passes). Other bulk plans keep both (docs/DESIGN.md).
     spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
-    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small else "auto")
+    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small or pinned else "auto")
     # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
     spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
     # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a

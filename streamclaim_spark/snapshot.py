@@ -434,7 +434,7 @@ class Snapshot:
         owner and ID columns instead of every column: at 10M pending entries 6.9-8.0 s → 3.2-4.0 s."""
         pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
         stream_part, group_part = stream_partition(key), group_partition(key, group)
-        of_key = F.col(C.STREAM) == key
+        of_key = in_partitions([stream_part, group_part]) & (F.col(C.STREAM) == key)
         wanted = kind_in(group_part, C.KIND_PENDING)
         heads = key not in self._streams or (key, group) not in self._groups
         head_kinds = kind_in(stream_part, C.KIND_STREAM) | kind_in(group_part, C.KIND_GROUP)

@@ -87,19 +87,26 @@ def quoted_path(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
+def delta_log(spark: SparkSession, table_path: str) -> Any:
+    """Delta's JVM ``DeltaLog`` of the table (classic sessions only), cached by Delta per path."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
+
+
+def updated_snapshot(spark: SparkSession, table_path: str) -> Any:
+    """Delta's JVM snapshot of the table's newest version, after looking for new commits (one log listing)."""
+    log = delta_log(spark, table_path)
+    return log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+
+
 def latest_version(spark: SparkSession, table_path: str) -> int:
     """The table's newest version, asking Delta to look for new commits (one log listing)."""
     if is_connect(spark):
         row = spark.sql(f"DESCRIBE HISTORY {quoted_path(table_path)} LIMIT 1").select("version").first()
         assert row is not None
         return int(row[0])
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    snapshot = delta_log.update(
-        False, getattr(delta_log, "update$default$2")(), getattr(delta_log, "update$default$3")()
-    )
-    return int(snapshot.version())
+    return int(updated_snapshot(spark, table_path).version())
 
 
 def commit_info(spark: SparkSession, table_path: str, version: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import _constants as C
 from streamclaim_spark.columns import stored_id
-from streamclaim_spark.delta_io import is_connect
+from streamclaim_spark.delta_io import delta_log, is_connect
 from streamclaim_spark.ids import StreamId
 from streamclaim_spark.model import Need, Scan
 from streamclaim_spark.partitions import bucket_of, group_partition, stream_partition
@@ -76,21 +76,18 @@ def table_bytes(spark: SparkSession, table_path: str) -> int | None:
         return None
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    version = delta_log.unsafeVolatileSnapshot().version()
+    log = delta_log(spark, table_path)
+    version = log.unsafeVolatileSnapshot().version()
     if version < 0:
         return None
-    checksum = delta_log.readChecksum(version, jvm.scala.Option.apply(None))
+    checksum = log.readChecksum(version, jvm.scala.Option.apply(None))
     return int(checksum.get().tableSizeBytes()) if checksum.isDefined() else None
 
 
-def file_ranges(spark: SparkSession, table_path: str, partition_id: str, scan: Scan, kind: str) -> list[FileRange]:
+def file_ranges(spark: SparkSession, table_path: str, partition_id: str, kind: str, scan: Scan) -> list[FileRange]:
     """The files of ``partition_id``'s bucket whose statistics admit rows of ``kind`` in that partition
     (and of the scan's owner and delivery cutoff), in one query over Delta's cached log state."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
-    files = DataFrame(delta_log.unsafeVolatileSnapshot().withStats(), spark)
+    files = DataFrame(delta_log(spark, table_path).unsafeVolatileSnapshot().withStats(), spark)
     low, high = (F.col("stats.minValues"), F.col("stats.maxValues"))
     admits = (F.col("partitionValues")[C.BUCKET] == bucket_of(partition_id)) & F.col("stats.numRecords").isNotNull()
     for column, value in ((C.PARTITION_ID, partition_id), (C.ROW_KIND, kind), (C.OWNER, scan.owner)):
@@ -113,7 +110,7 @@ def narrowed_scan(spark: SparkSession, table_path: str, partition_id: str, kind:
     size = table_bytes(spark, table_path)
     if size is None or size < NARROW_FROM_BYTES:
         return None
-    return narrowed(scan, file_ranges(spark, table_path, partition_id, scan, kind))
+    return narrowed(scan, file_ranges(spark, table_path, partition_id, kind, scan))
 
 
 def bounded_needs(

@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from streamclaim_spark.delta_io import updated_snapshot
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import SinkOptions
 
@@ -49,10 +50,7 @@ def sink_app_id(sink_id: str) -> str:
 
 def recorded_batch(store: StreamStore, app_id: str) -> int:
     """The last batch ID the state table records for ``app_id`` (-1: none)."""
-    jvm = store.spark._jvm
-    assert jvm is not None
-    log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(store.spark._jsparkSession, store.state_path)
-    recorded = log.update(False, jvm.scala.Option.empty(), jvm.scala.Option.empty()).transactions().get(app_id)
+    recorded = updated_snapshot(store.spark, store.state_path).transactions().get(app_id)
     return int(recorded.get()) if recorded.isDefined() else -1
 
 

@@ -28,4 +28,4 @@ fi
 # Two workers, each with its own SparkSession and redis-server, each taking whole test files (so a module's
 # shared stores are built once): 1.3x the throughput of one on two cores (docs/TESTING.md). The 25 slowest
 # tests are printed at the end. Later arguments win: `bash scripts/test.sh -n 0 tests/unit` runs in-process.
-python -m pytest -n 2 --dist loadfile --durations=25 "$@"
+python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=25 "$@"

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.spark
 SIZE = 300
 
 
+@pytest.mark.slow
 def test_the_harness_measures_every_step_on_both_systems_and_writes_its_report(
     spark: SparkSession, tmp_path: Path
 ) -> None:

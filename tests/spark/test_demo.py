@@ -12,6 +12,7 @@ from streamclaim_spark import demo
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_demo_runs_the_recovery_job_and_prints_its_report(
     spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

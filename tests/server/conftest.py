@@ -7,7 +7,9 @@ Tests in a module share both servers and start by flushing them, so each sees em
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
 
 import hiredis
 import pytest
@@ -82,3 +84,28 @@ def encode(argv: tuple[str | bytes, ...]) -> bytes:
         data = arg.encode() if isinstance(arg, str) else arg
         parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
     return b"".join(parts)
+
+
+Variant = TypeVar("Variant")
+
+# Commands that change the stores: a script runs each once, in one variant (protocol, client flags).
+STORE_WRITES = frozenset(
+    {"FLUSHALL", "XADD", "XGROUP", "XREADGROUP", "XDEL", "XSETID", "XCLAIM", "XAUTOCLAIM", "XACK", "XTRIM", "DEL"}
+)
+
+
+def variants_per_step(
+    commands: Sequence[str], writes: frozenset[str], variants: tuple[Variant, Variant]
+) -> list[tuple[Variant, ...]]:
+    """The variants (protocols, client flags) each step of a script runs in: both for a step that changes
+    no store; one for a write, alternating per command name starting with ``variants[0]``. Each write's
+    commit is paid once, and a command written more than once is seen in both variants."""
+    seen: Counter[str] = Counter()
+    plan: list[tuple[Variant, ...]] = []
+    for command in commands:
+        if command in writes:
+            plan.append((variants[seen[command] % 2],))
+            seen[command] += 1
+        else:
+            plan.append(variants)
+    return plan

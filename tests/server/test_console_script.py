@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.redis_server import RedisServer
-from tests.server.conftest import RawConnection
+from tests.server.conftest import STORE_WRITES, RawConnection, variants_per_step
 
 pytestmark = pytest.mark.spark
 
@@ -87,6 +87,7 @@ def _redis_cli(port: int, *argv: str) -> str:
     return result.stdout.decode()
 
 
+@pytest.mark.slow
 def test_redis_cli_prints_what_it_prints_against_redis_server(
     server_process: tuple[subprocess.Popen[bytes], int], redis_server: RedisServer
 ) -> None:
@@ -103,11 +104,13 @@ def test_redis_cli_prints_what_it_prints_against_redis_server(
         ("XLEN", "nothing"),
         ("XGROUP", "CREATE", "nothing", "g", "0"),
     ]
-    for argv in commands:
-        for flags in ((), ("--no-raw",)):
-            assert _redis_cli(port, *flags, *argv) == _redis_cli(redis_server.port, *flags, *argv), argv
+    plan = variants_per_step([argv[0] for argv in commands], STORE_WRITES, ((), ("--no-raw",)))
+    for argv, variants in zip(commands, plan, strict=True):
+        for flags in variants:
+            assert _redis_cli(port, *flags, *argv) == _redis_cli(redis_server.port, *flags, *argv), (flags, argv)
 
 
+@pytest.mark.slow
 def test_sigterm_lets_the_running_command_finish_and_the_process_exit_cleanly(
     server_process: tuple[subprocess.Popen[bytes], int],
 ) -> None:

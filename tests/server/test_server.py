@@ -14,7 +14,7 @@ import redis
 
 from streamclaim_spark.server import StreamClaimServer
 from tests.redis_server import RedisServer
-from tests.server.conftest import RawConnection, encode
+from tests.server.conftest import STORE_WRITES, RawConnection, encode, variants_per_step
 
 pytestmark = pytest.mark.spark
 
@@ -86,18 +86,36 @@ FRAMING_SCRIPT: list[tuple[str | bytes, ...]] = [
 ]
 
 
-@pytest.mark.parametrize("protocol", [2, 3])
-def test_replies_are_the_bytes_redis_server_sends_for_the_same_script(
-    served: StreamClaimServer, redis_server: RedisServer, protocol: int
+# A write runs once, on one protocol, each command's occurrences alternating between RESP3 and RESP2 (the
+# redis-py test starts with RESP2), so both protocols see every write's reply across the two tests while
+# each commit is paid once; everything else runs on both (variants_per_step).
+
+
+def test_a_script_runs_each_write_once_alternating_variants_and_everything_else_in_both() -> None:
+    steps = ["XADD", "XRANGE", "XADD", "XCLAIM", "XADD", "PING"]
+    assert variants_per_step(steps, STORE_WRITES, (3, 2)) == [(3,), (3, 2), (2,), (3,), (3,), (3, 2)]
+
+
+def test_replies_are_the_bytes_redis_server_sends_for_the_same_script_in_resp2_and_resp3(
+    served: StreamClaimServer, redis_server: RedisServer
 ) -> None:
-    with RawConnection(served.port) as ours, RawConnection(redis_server.port) as theirs:
-        if protocol == 3:
-            ours.call("HELLO", "3")
-            theirs.call("HELLO", "3")
-        for argv in FRAMING_SCRIPT:
-            assert ours.call(*argv) == theirs.call(*argv), f"reply to {argv!r:.80}"
+    with (
+        RawConnection(served.port) as ours2,
+        RawConnection(redis_server.port) as theirs2,
+        RawConnection(served.port) as ours3,
+        RawConnection(redis_server.port) as theirs3,
+    ):
+        ours3.call("HELLO", "3")
+        theirs3.call("HELLO", "3")
+        pairs = {2: (ours2, theirs2), 3: (ours3, theirs3)}
+        plan = variants_per_step([str(argv[0]).upper() for argv in FRAMING_SCRIPT], STORE_WRITES, (3, 2))
+        for argv, protocols in zip(FRAMING_SCRIPT, plan, strict=True):
+            for protocol in protocols:
+                ours, theirs = pairs[protocol]
+                assert ours.call(*argv) == theirs.call(*argv), f"RESP{protocol} reply to {argv!r:.80}"
         inline = b"ECHO \"a\\x41b\" 'c d'\r\nPING\r\n\r\n  PING   x  \n"
-        assert ours.send(inline, replies=3) == theirs.send(inline, replies=3)
+        for ours, theirs in pairs.values():
+            assert ours.send(inline, replies=3) == theirs.send(inline, replies=3)
 
 
 @pytest.mark.parametrize(
@@ -138,63 +156,74 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def _redis_py_script(client: redis.Redis) -> list[Any]:
-    steps: list[Callable[[], Any]] = [
-        lambda: client.flushall(),
-        lambda: client.xadd("orders", {"item": "a"}, id="1-1"),
-        lambda: client.xadd("orders", {"item": "b", "qty": "2"}, id="1-2"),
-        lambda: client.xadd("orders", {"item": "c"}, id="2-1"),
-        lambda: client.xadd("orders", {"item": "d"}, id="1-0"),
-        lambda: client.xgroup_create("orders", "billing", id="0"),
-        lambda: client.xgroup_create("missing", "billing", id="0"),
-        lambda: client.xgroup_create("fresh", "billing", id="$", mkstream=True),
-        lambda: client.xreadgroup("billing", "alice", {"orders": ">"}, count=2),
-        lambda: client.xreadgroup("billing", "bob", {"orders": ">"}),
-        lambda: client.xreadgroup("billing", "bob", {"orders": ">"}, block=50),
-        lambda: client.xreadgroup("nogroup", "bob", {"orders": ">"}),
-        lambda: client.xpending("orders", "billing"),
-        lambda: client.xpending_range("orders", "billing", min="-", max="+", count=10),
-        lambda: client.xpending_range("orders", "billing", min="-", max="+", count=10, consumername="bob"),
-        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-1"]),
-        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-2"], justid=True),
-        lambda: client.xclaim("orders", "billing", "carol", min_idle_time=3_600_000, message_ids=["2-1"]),
-        lambda: client.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="0-0", count=1),
-        lambda: client.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="2-0", justid=True),
-        lambda: client.xack("orders", "billing", "1-1", "9-9"),
-        lambda: client.xinfo_stream("orders"),
-        lambda: client.xinfo_groups("orders"),
-        lambda: client.xinfo_consumers("orders", "billing"),
-        lambda: client.xrange("orders", min="1-2", max="+"),
-        lambda: client.xrevrange("orders", max="+", min="-", count=2),
-        lambda: client.xdel("orders", "1-2"),
-        lambda: client.xtrim("orders", maxlen=1, approximate=False),
-        lambda: client.xlen("orders"),
-        lambda: client.xgroup_delconsumer("orders", "billing", "dave"),
-        lambda: client.xgroup_destroy("orders", "billing"),
-        lambda: client.exists("orders", "fresh", "missing"),
-        lambda: client.type("orders"),
-        lambda: client.delete("orders", "fresh"),
-        lambda: client.dbsize(),
-    ]
-    outcomes = []
-    for step in steps:
-        try:
-            outcomes.append(_normalized(step()))
-        except redis.ResponseError as error:
-            outcomes.append(f"error: {error}")
+# redis-py's stream methods, each a (method, call) pair; writes are the methods that change the stores.
+REDIS_PY_WRITES = frozenset(
+    {"flushall", "xadd", "xgroup_create", "xreadgroup", "xclaim", "xautoclaim", "xack", "xdel", "xtrim"}
+    | {"xgroup_delconsumer", "xgroup_destroy", "delete"}
+)
+REDIS_PY_SCRIPT: list[tuple[str, Callable[[redis.Redis], Any]]] = [
+    ("flushall", lambda c: c.flushall()),
+    ("xadd", lambda c: c.xadd("orders", {"item": "a"}, id="1-1")),
+    ("xadd", lambda c: c.xadd("orders", {"item": "b", "qty": "2"}, id="1-2")),
+    ("xadd", lambda c: c.xadd("orders", {"item": "c"}, id="2-1")),
+    ("xadd", lambda c: c.xadd("orders", {"item": "d"}, id="1-0")),
+    ("xgroup_create", lambda c: c.xgroup_create("orders", "billing", id="0")),
+    ("xgroup_create", lambda c: c.xgroup_create("missing", "billing", id="0")),
+    ("xgroup_create", lambda c: c.xgroup_create("fresh", "billing", id="$", mkstream=True)),
+    ("xreadgroup", lambda c: c.xreadgroup("billing", "alice", {"orders": ">"}, count=2)),
+    ("xreadgroup", lambda c: c.xreadgroup("billing", "bob", {"orders": ">"})),
+    ("xreadgroup", lambda c: c.xreadgroup("billing", "bob", {"orders": ">"}, block=50)),
+    ("xreadgroup", lambda c: c.xreadgroup("nogroup", "bob", {"orders": ">"})),
+    ("xpending", lambda c: c.xpending("orders", "billing")),
+    ("xpending_range", lambda c: c.xpending_range("orders", "billing", min="-", max="+", count=10)),
+    ("xpending_range", lambda c: c.xpending_range("orders", "billing", min="-", max="+", count=10, consumername="bob")),
+    ("xclaim", lambda c: c.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-1"])),
+    ("xclaim", lambda c: c.xclaim("orders", "billing", "carol", min_idle_time=0, message_ids=["1-2"], justid=True)),
+    ("xclaim", lambda c: c.xclaim("orders", "billing", "carol", min_idle_time=3_600_000, message_ids=["2-1"])),
+    ("xautoclaim", lambda c: c.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="0-0", count=1)),
+    ("xautoclaim", lambda c: c.xautoclaim("orders", "billing", "dave", min_idle_time=0, start_id="2-0", justid=True)),
+    ("xack", lambda c: c.xack("orders", "billing", "1-1", "9-9")),
+    ("xinfo_stream", lambda c: c.xinfo_stream("orders")),
+    ("xinfo_groups", lambda c: c.xinfo_groups("orders")),
+    ("xinfo_consumers", lambda c: c.xinfo_consumers("orders", "billing")),
+    ("xrange", lambda c: c.xrange("orders", min="1-2", max="+")),
+    ("xrevrange", lambda c: c.xrevrange("orders", max="+", min="-", count=2)),
+    ("xdel", lambda c: c.xdel("orders", "1-2")),
+    ("xtrim", lambda c: c.xtrim("orders", maxlen=1, approximate=False)),
+    ("xlen", lambda c: c.xlen("orders")),
+    ("xgroup_delconsumer", lambda c: c.xgroup_delconsumer("orders", "billing", "dave")),
+    ("xgroup_destroy", lambda c: c.xgroup_destroy("orders", "billing")),
+    ("exists", lambda c: c.exists("orders", "fresh", "missing")),
+    ("type", lambda c: c.type("orders")),
+    ("delete", lambda c: c.delete("orders", "fresh")),
+    ("dbsize", lambda c: c.dbsize()),
+]
+
+
+def _redis_py_outcomes(clients: dict[int, redis.Redis]) -> list[Any]:
+    """Each step's outcome on each protocol it runs on (``variants_per_step``, writes starting on RESP2)."""
+    plan = variants_per_step([method for method, _ in REDIS_PY_SCRIPT], REDIS_PY_WRITES, (2, 3))
+    outcomes: list[Any] = []
+    for (method, call), protocols in zip(REDIS_PY_SCRIPT, plan, strict=True):
+        for protocol in protocols:
+            try:
+                outcomes.append((method, protocol, _normalized(call(clients[protocol]))))
+            except redis.ResponseError as error:
+                outcomes.append((method, protocol, f"error: {error}"))
     return outcomes
 
 
-@pytest.mark.parametrize("protocol", [2, 3])
-def test_redis_py_stream_methods_give_what_they_give_against_redis_server(
-    served: StreamClaimServer, redis_server: RedisServer, protocol: int
+def test_redis_py_stream_methods_give_what_they_give_against_redis_server_in_resp2_and_resp3(
+    served: StreamClaimServer, redis_server: RedisServer
 ) -> None:
-    with (
-        redis.Redis(port=redis_server.port, decode_responses=True, protocol=protocol) as theirs,
-        redis.Redis(port=served.port, decode_responses=True, protocol=protocol, socket_timeout=120) as ours,
-    ):
-        expected = _redis_py_script(theirs)
-        actual = _redis_py_script(ours)
+    theirs = {p: redis.Redis(port=redis_server.port, decode_responses=True, protocol=p) for p in (2, 3)}
+    ours = {p: redis.Redis(port=served.port, decode_responses=True, protocol=p, socket_timeout=120) for p in (2, 3)}
+    try:
+        expected = _redis_py_outcomes(theirs)
+        actual = _redis_py_outcomes(ours)
+    finally:
+        for client in (*theirs.values(), *ours.values()):
+            client.close()
     for index, (want, got) in enumerate(zip(expected, actual, strict=True)):
         assert got == want, f"step {index}"
 

@@ -108,6 +108,27 @@ def comparison_table(results: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def before_after_table(previous: Mapping[str, Any], current: Mapping[str, Any]) -> str:
+    """A Markdown table of two runs side by side: per comparison and N (of the current run), each system's
+    time in both runs and both ratios, so a change reads against the machine's own day in each run."""
+    lines = [
+        "| workload | N | store before | store now | Redis before | Redis now | ratio before | ratio now |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for label, redis_step, store_step in COMPARISONS:
+        for size, systems in sorted(current["sizes"].items(), key=lambda item: int(item[0])):
+            earlier = previous["sizes"].get(size, {})
+            store, redis = systems.get(STORE, {}).get(store_step), systems.get(REDIS, {}).get(redis_step)
+            store_before = earlier.get(STORE, {}).get(store_step)
+            redis_before = earlier.get(REDIS, {}).get(redis_step)
+            if store is None and redis is None:
+                continue
+            cells = [seconds_text(t) for t in (store_before, store, redis_before, redis)]
+            cells += [ratio_text(store_before, redis_before), ratio_text(store, redis)]
+            lines.append(f"| {label} | {int(size):,} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def latency_table(results: Mapping[str, Any]) -> str:
     """A Markdown table of p50/p99 per command, in milliseconds."""
     latency = results.get("latency") or {}
@@ -187,10 +208,12 @@ def merge(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m bench.report RESULTS.json [MORE.json ...] --out DIR``: merge runs, redraw, print tables."""
+    """``python -m bench.report RESULTS.json [MORE.json ...] --out DIR [--previous OLD.json]``: merge runs,
+    redraw, print tables (and, with ``--previous``, the merged run next to an earlier one)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("results", nargs="+", help="results.json files of bench.side_by_side runs")
     parser.add_argument("--out", default="docs/benchmarks", help="folder for the merged results.json and plot")
+    parser.add_argument("--previous", help="an earlier results.json: also print both runs side by side")
     args = parser.parse_args(argv)
     runs = []
     for path in args.results:
@@ -204,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(comparison_table(results))
     print()
     print(latency_table(results))
+    if args.previous:
+        with open(args.previous, encoding="utf-8") as handle:
+            print()
+            print(before_after_table(json.load(handle), results))
 
 
 if __name__ == "__main__":

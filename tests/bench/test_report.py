@@ -6,6 +6,7 @@ import pytest
 
 from bench.report import (
     Timing,
+    before_after_table,
     comparison_table,
     latency_table,
     merge,
@@ -70,6 +71,24 @@ def test_comparison_table_has_a_row_per_workload_and_size_with_both_times() -> N
     label = "recover all N: Redis XAUTOCLAIM COUNT 100 loop vs one batched claim"
     assert f"| {label} | 1,000 | 2.0 s | 1.0 s | 0.50× |" in lines
     assert "| XPENDING summary over a PEL of N | 1,000 | 1.00 ms | 500 ms | 500× |" in lines
+
+
+def test_before_after_table_puts_each_systems_two_runs_and_both_ratios_side_by_side() -> None:
+    before = {"sizes": {"1000": {"redis": {"load": {"seconds": 2.0}}, "store": {"load": {"seconds": 4.0}}}}}
+    now = {
+        "sizes": {
+            "1000": {"redis": {"load": {"seconds": 2.5}}, "store": {"load": {"seconds": 2.0}}},
+            "10": {"redis": {"load": {"seconds": 0.01}}, "store": {"load": {"seconds": 1.0}}},
+        }
+    }
+
+    lines = before_after_table(before, now).splitlines()
+
+    label = "load N entries: pipelined XADD vs store.append"
+    assert lines[2:] == [
+        f"| {label} | 10 | - | 1.0 s | - | 10 ms | - | 100× |",
+        f"| {label} | 1,000 | 4.0 s | 2.0 s | 2.0 s | 2.5 s | 2.00× | 0.80× |",
+    ]
 
 
 def test_latency_table_reports_p50_p99_and_the_p50_ratio() -> None:

@@ -30,8 +30,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark.session import build_session
-from streamclaim_spark.spark_jobs import count_jobs
+from streamclaim_spark.state.session import build_session
+from streamclaim_spark.testing.spark_jobs import count_jobs
 
 T0 = 1_700_000_000_000
 MIN_IDLE_MS = 60_000

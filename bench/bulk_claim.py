@@ -24,8 +24,8 @@ from delta.tables import DeltaTable
 
 from bench.side_by_side import GROUP, KEY, entries, timed, wait_until_stale
 from streamclaim_spark import StaleSelection, StreamStore
-from streamclaim_spark.claims import batch
-from streamclaim_spark.session import build_session
+from streamclaim_spark.fleet.claims import batch
+from streamclaim_spark.state.session import build_session
 
 
 @contextmanager

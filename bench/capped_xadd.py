@@ -24,8 +24,8 @@ from typing import Any
 import redis
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
-from streamclaim_spark.spark_jobs import count_jobs
+from streamclaim_spark.state.session import build_session
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.redis_server import RedisServer
 
 KEY = "capped"

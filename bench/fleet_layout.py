@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from bench.layout import files
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 
 STREAM = "tenant-00000"
 GROUP = "workers"

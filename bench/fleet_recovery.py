@@ -37,7 +37,7 @@ from pyspark.sql import functions as F
 
 from bench.side_by_side import REDIS_ARGS, machine, timed
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from tests.redis_server import RedisServer
 
 GROUP = "workers"
@@ -151,7 +151,7 @@ def store_recover(path: str) -> dict[str, Any]:
     def at(text: str) -> float:
         return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
-    progress = [line for line in finished.stderr.splitlines() if "streamclaim_spark.recovery" in line]
+    progress = [line for line in finished.stderr.splitlines() if "streamclaim_spark.fleet.recovery" in line]
     return {
         "process_seconds": seconds,
         "run_seconds": at(summary["ended_at"]) - at(summary["started_at"]),

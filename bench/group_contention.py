@@ -24,8 +24,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.partitions import bucket_of, group_partition
-from streamclaim_spark.session import build_session
+from streamclaim_spark.core.partitions import bucket_of, group_partition
+from streamclaim_spark.state.session import build_session
 
 GROUP = "workers"
 

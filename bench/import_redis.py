@@ -32,7 +32,7 @@ from typing import Any
 import redis
 
 from bench.side_by_side import REDIS_ARGS, machine
-from streamclaim_spark.importer.reading import raw_replies
+from streamclaim_spark.importer.redis_reader import raw_replies
 from tests.redis_server import RedisServer
 
 KEY = "events"

@@ -14,8 +14,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
-from streamclaim_spark.spark_jobs import count_jobs
+from streamclaim_spark.state.session import build_session
+from streamclaim_spark.testing.spark_jobs import count_jobs
 
 T0 = 1_700_000_000_000
 CLOCK = T0 + 3_600_000  # an hour after the deliveries: every pending entry is stale

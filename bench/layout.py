@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.session import build_session
-from streamclaim_spark.tables import table_path
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.state.session import build_session
+from streamclaim_spark.state.tables import table_path
 
 
 def files(spark: SparkSession, store_path: str) -> DataFrame:

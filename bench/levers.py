@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from bench.layout import summary
 from bench.side_by_side import BODY, GROUP, KEY, MIN_IDLE_MS, entries, timed
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 
 
 def measure(spark: SparkSession, root: str, size: int, rows_per_file: int, calls: int) -> dict[str, float]:

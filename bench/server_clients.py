@@ -24,9 +24,9 @@ from typing import Any
 import redis
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.config import ServerConfig
+from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.server import StreamClaimServer
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from tests.redis_server import RedisServer
 
 GROUP = "workers"

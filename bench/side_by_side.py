@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 
 from bench.report import REDIS, STORE, Timing, comparison_table, latency_table, plot, projected
 from streamclaim_spark import StaleSelection, StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from streamclaim_spark.store import DEFAULT_ROWS_PER_FILE
 from tests.redis_server import RedisServer
 

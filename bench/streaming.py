@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 
 from bench.side_by_side import BODY, LOAD_CHUNK, READ_COUNT
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from streamclaim_spark.streaming import register
 from tests.redis_server import RedisServer
 

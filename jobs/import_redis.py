@@ -5,7 +5,7 @@ spark-submit --packages io.delta:delta-spark_4.2_2.13:4.4.0 jobs/import_redis.py
 
 from __future__ import annotations
 
-from streamclaim_spark.importer.cli import main
+from streamclaim_spark.cli.import_redis import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -17,7 +17,7 @@ section() { printf '\n==> %s\n' "$*"; }
 REPO="$PWD"
 PY="$REPO/.venv/bin/python"
 SPARK_HOME="$("$PY" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
-DELTA_PACKAGE="$("$PY" -c 'from streamclaim_spark.session import DELTA_PACKAGE; print(DELTA_PACKAGE)')"
+DELTA_PACKAGE="$("$PY" -c 'from streamclaim_spark.state.session import DELTA_PACKAGE; print(DELTA_PACKAGE)')"
 WORK="${WORK:-$(mktemp -d /tmp/streamclaim-standalone.XXXXXX)}"
 MASTER_PORT="${MASTER_PORT:-7177}"
 MASTER_URL="spark://127.0.0.1:${MASTER_PORT}"
@@ -50,7 +50,7 @@ section "demo store: orders/billing, e0..e3 delivered to alice 2 h ago, e0 deliv
 import sys, time
 from pyspark.sql import functions as F
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 
 spark = build_session(master="local[1]", app_name="standalone-demo-store")
 spark.sparkContext.setLogLevel("ERROR")
@@ -90,7 +90,7 @@ section "tables after the run"
 "$PY" - "$WORK/store" 2>"$WORK/check.log" <<'EOF'
 import sys
 from streamclaim_spark import sql
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 
 spark = build_session(master="local[1]", app_name="standalone-check")
 spark.sparkContext.setLogLevel("ERROR")
@@ -112,7 +112,7 @@ import sys
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from streamclaim_spark.streaming import register
 
 path, checkpoint, entries, per_trigger = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])

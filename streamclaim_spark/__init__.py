@@ -6,13 +6,13 @@ would, with all state (entries, groups, consumers, pending entries) in Delta tab
 
 from __future__ import annotations
 
-from streamclaim_spark.claims import BatchClaim, ClaimRequest, StaleSelection
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import RefPolicy
+from streamclaim_spark.core.replies import PayloadNotTextError
+from streamclaim_spark.engine.transaction import ConflictRetriesExhaustedError, RetryPolicy
 from streamclaim_spark.errors import ReplyError, StreamclaimError
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import RefPolicy
-from streamclaim_spark.replies import PayloadNotTextError
+from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.store import StreamStore
-from streamclaim_spark.transaction import ConflictRetriesExhaustedError, RetryPolicy
 
 __all__ = [
     "BatchClaim",

@@ -4,7 +4,7 @@
 ``./data/demo-store`` on local Spark and local Delta tables: three streams, two consumer groups, a consumer
 ``worker-1`` that took every entry an hour ago and died, and three payments delivered 12 times (poison).
 It shows XPENDING, runs the recovery job through the same entry point as ``streamclaim-recover`` and
-``spark-submit jobs/recover_stale.py`` (``cli.main``: conf/ files, then flags), and prints the job's
+``spark-submit jobs/recover_stale.py`` (``cli.recover.main``: conf/ files, then flags), and prints the job's
 report, the dead letters it wrote and XPENDING afterwards.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import cli
-from streamclaim_spark.session import build_session
+from streamclaim_spark.cli import recover
 from streamclaim_spark.sql import register
+from streamclaim_spark.state.session import build_session
 from streamclaim_spark.store import StreamStore
 
 HOUR_MS = 3_600_000
@@ -56,7 +56,7 @@ def run_recovery_job(path: str, conf_dir: str = "conf") -> tuple[int, dict[str, 
     """Runs the recovery job on ``path`` as its console script would; returns (exit code, JSON summary)."""
     with tempfile.TemporaryDirectory() as folder:
         summary_file = os.path.join(folder, "summary.json")
-        code = cli.main(["--conf-dir", conf_dir, "--store", path, *JOB_FLAGS, "--summary-file", summary_file])
+        code = recover.main(["--conf-dir", conf_dir, "--store", path, *JOB_FLAGS, "--summary-file", summary_file])
         if not os.path.exists(summary_file):
             return code, None
         with open(summary_file, encoding="utf-8") as handle:
@@ -100,9 +100,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     show_pending(store)
     print(f"\nRunning the recovery job: streamclaim-recover --store {path} {' '.join(JOB_FLAGS)}\n", flush=True)
     code, summary = run_recovery_job(path, args.conf_dir)
-    if code != cli.EXIT_OK or summary is None:
+    if code != recover.EXIT_OK or summary is None:
         print(f"The recovery job failed with exit code {code}; its log above says why.")
-        return code or cli.EXIT_RUN_FAILED
+        return code or recover.EXIT_RUN_FAILED
     print("\nRecovery report:")
     print_report(summary)
     print("\nDead letters (SELECT ... FROM streamclaim.dead_letters):")
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  {row.stream}/{row.group_name} {row.id} last owner {row.owner}, delivered {row.delivery_count} times")
     print("\nAfter: XPENDING says:")
     show_pending(store)
-    return cli.EXIT_OK
+    return recover.EXIT_OK
 
 
 if __name__ == "__main__":

@@ -17,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from streamclaim_spark.batch import BatchResult, Unit, run_batch
-from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import dispatch, touched, validate
 from streamclaim_spark.commands.args import decode_argv
+from streamclaim_spark.core.replies import decoded, encoded
+from streamclaim_spark.engine.batch import BatchResult, Unit, run_batch
+from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
+from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import EXECABORT, ReplyError
-from streamclaim_spark.replies import decoded, encoded
-from streamclaim_spark.runner import Runner
 
 # Commands per commit of a pipeline with transaction=False.
 DEFAULT_MAX_BATCH = 1000

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.config import DEFAULT_DATABASE
-from streamclaim_spark.delta_io import is_delta_table
-from streamclaim_spark.ids import STORED_OFFSET
-from streamclaim_spark.tables import (
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import DEFAULT_DATABASE
+from streamclaim_spark.core.ids import STORED_OFFSET
+from streamclaim_spark.state.delta_io import is_delta_table
+from streamclaim_spark.state.tables import (
     ensure_dead_letter_table,
     ensure_recovery_runs_table,
     table_path,

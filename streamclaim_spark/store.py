@@ -16,22 +16,22 @@ from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 
-from streamclaim_spark import bulk, claims
-from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
-from streamclaim_spark.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
-from streamclaim_spark.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import decode_argv
-from streamclaim_spark.context import Context
-from streamclaim_spark.model import RefPolicy
-from streamclaim_spark.object_store import WriterSafety
+from streamclaim_spark.core.model import RefPolicy
+from streamclaim_spark.core.object_store import WriterSafety
+from streamclaim_spark.core.replies import decoded, encoded
+from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.runner import Clock, Runner
+from streamclaim_spark.engine.transaction import RetryPolicy
+from streamclaim_spark.fleet import bulk, claims
+from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
+from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
-from streamclaim_spark.replies import decoded, encoded
-from streamclaim_spark.runner import Clock, Runner
-from streamclaim_spark.session import active_or_new_session, require_delta, writer_safety
-from streamclaim_spark.snapshot import Snapshot
-from streamclaim_spark.tables import ensure_state_table
-from streamclaim_spark.transaction import RetryPolicy
+from streamclaim_spark.state.session import active_or_new_session, require_delta, writer_safety
+from streamclaim_spark.state.snapshot import Snapshot
+from streamclaim_spark.state.tables import ensure_state_table
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -19,7 +19,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.session import build_session
+from streamclaim_spark.state.session import build_session
 from tests.fixtures import EMPTY, TEST_SPARK_CONF, TemplateStores
 
 

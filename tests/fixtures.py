@@ -28,7 +28,7 @@ from typing import Generic, TypeVar
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.runner import Clock
+from streamclaim_spark.engine.runner import Clock
 from streamclaim_spark.store import wall_clock_ms
 
 # The test sessions' settings, in this process and in the Spark drivers tests start as children.

@@ -14,8 +14,8 @@ from __future__ import annotations
 import socket
 from typing import TypeAlias
 
+from streamclaim_spark.core.replies import Status
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.replies import Status
 
 Reply: TypeAlias = "int | str | bytes | list[Reply] | None"
 """A decoded RESP2 reply (errors are raised, never returned)."""

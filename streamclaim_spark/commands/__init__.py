@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.commands import claim, groups, nack, pending, reading, references, streams, trimming
 from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token, require_text
+from streamclaim_spark.core.replies import OK, Status, entries_reply, entry_reply
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
-from streamclaim_spark.replies import OK, Status, entries_reply, entry_reply
 
 if TYPE_CHECKING:
-    from streamclaim_spark.runner import Runner
+    from streamclaim_spark.engine.runner import Runner
 
 Handler = Callable[["Runner", Sequence[str]], Any]
 _HANDLERS: dict[str, tuple[int, Handler, bool]] = {}

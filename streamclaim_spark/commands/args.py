@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from streamclaim_spark.core.integers import parse_ll
 from streamclaim_spark.errors import (
     NOT_AN_INTEGER,
     ReplyError,
@@ -14,7 +15,6 @@ from streamclaim_spark.errors import (
     unknown_subcommand,
     wrong_arity,
 )
-from streamclaim_spark.integers import parse_ll
 
 
 def is_text(token: str) -> bool:

@@ -14,10 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
-from streamclaim_spark.context import Context
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
+from streamclaim_spark.core.integers import parse_ll
+from streamclaim_spark.core.model import Claim, Entry, Need, Scan, Write, pending_key
+from streamclaim_spark.core.replies import entry_reply
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import (
     ERR_COUNT,
     ERR_XAUTOCLAIM_MIN_IDLE,
@@ -29,11 +34,6 @@ from streamclaim_spark.errors import (
     ReplyError,
     unrecognized_xclaim_option,
 )
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id, parse_range_start
-from streamclaim_spark.integers import parse_ll
-from streamclaim_spark.model import Claim, Entry, Need, Scan, Write, pending_key
-from streamclaim_spark.replies import entry_reply
-from streamclaim_spark.writes import put_group, touch_consumer
 
 
 @dataclass(frozen=True)

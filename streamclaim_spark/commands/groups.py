@@ -12,9 +12,16 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from streamclaim_spark import _constants as C
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.context import Context
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, parse_id
+from streamclaim_spark.core.lag import entries_read_reply, lag
+from streamclaim_spark.core.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
+from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.core.replies import OK, entry_reply, flat_record, help_reply
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.writes import put_group, put_stream_head
 from streamclaim_spark.errors import (
     BUSYGROUP,
     ERR_ENTRIESREAD,
@@ -25,14 +32,7 @@ from streamclaim_spark.errors import (
     nogroup_key_or_group,
     subcommand_syntax,
 )
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, parse_id
-from streamclaim_spark.lag import entries_read_reply, lag
-from streamclaim_spark.model import ConsumerMeta, GroupMeta, StreamMeta, Write, consumer_row, group_head_row
-from streamclaim_spark.partitions import group_partition
-from streamclaim_spark.replies import OK, entry_reply, flat_record, help_reply
-from streamclaim_spark.schema import in_partitions
-from streamclaim_spark.transaction import source_frame_for_deletes
-from streamclaim_spark.writes import put_group, put_stream_head
+from streamclaim_spark.state.schema import in_partitions
 
 XGROUP_HELP = [
     "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",

@@ -21,7 +21,11 @@ from enum import Enum
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.commands.streams import parse_ids
-from streamclaim_spark.context import Context
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.integers import LLONG_MAX
+from streamclaim_spark.core.model import Need, PendingEntry, Write, nack_time, pending_row
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import (
     ERR_XNACK_EXPECTED_IDS,
     ERR_XNACK_MODE,
@@ -31,10 +35,6 @@ from streamclaim_spark.errors import (
     ReplyError,
     unrecognized_xnack_option,
 )
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.integers import LLONG_MAX
-from streamclaim_spark.model import Need, PendingEntry, Write, nack_time, pending_row
-from streamclaim_spark.writes import put_group
 
 INT_MAX = 2**31 - 1
 

@@ -13,11 +13,11 @@ from typing import Any
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.commands.streams import parse_ids_deferred
-from streamclaim_spark.context import Context
+from streamclaim_spark.core.ids import StreamId, parse_range_end, parse_range_start
+from streamclaim_spark.core.model import Need, PendingEntry, Scan, Write, pending_key
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import SYNTAX, ReplyError
-from streamclaim_spark.ids import StreamId, parse_range_end, parse_range_start
-from streamclaim_spark.model import Need, PendingEntry, Scan, Write, pending_key
-from streamclaim_spark.writes import put_group
 
 
 def run_xack(ctx: Context, key: str, group_name: str, tokens: Sequence[str]) -> int:

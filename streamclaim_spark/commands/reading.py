@@ -13,7 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.context import Context
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId, parse_id
+from streamclaim_spark.core.integers import LLONG_MAX
+from streamclaim_spark.core.lag import entries_read_after_delivery
+from streamclaim_spark.core.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import (
     ERR_CLAIM_ONLY_XREADGROUP,
     ERR_DOLLAR_IN_XREADGROUP,
@@ -32,11 +37,6 @@ from streamclaim_spark.errors import (
     ReplyError,
     nogroup_xreadgroup,
 )
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId, parse_id
-from streamclaim_spark.integers import LLONG_MAX
-from streamclaim_spark.lag import entries_read_after_delivery
-from streamclaim_spark.model import ConsumerMeta, Entry, PendingEntry, Write, consumer_row, pending_row
-from streamclaim_spark.writes import put_group
 
 # Redis 7.0 uses this text for XREADGROUP as well.
 

@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from streamclaim_spark.commands.args import int_arg, is_word
 from streamclaim_spark.commands.streams import parse_ids_deferred
 from streamclaim_spark.commands.trimming import policy_named
-from streamclaim_spark.context import Context
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import GroupMeta, Need, RefPolicy, StreamMeta, Write, pending_key
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import delete_entries, put_group
 from streamclaim_spark.errors import (
     ERR_XACKDEL_IDS_REQUIRED,
     ERR_XACKDEL_NUMIDS,
@@ -29,9 +32,6 @@ from streamclaim_spark.errors import (
     SYNTAX,
     ReplyError,
 )
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import GroupMeta, Need, RefPolicy, StreamMeta, Write, pending_key
-from streamclaim_spark.writes import delete_entries, put_group
 
 # Per-ID replies.
 NOT_FOUND = -1  # XACKDEL: not in the group's PEL; XDELEX: no such entry

@@ -15,7 +15,19 @@ from streamclaim_spark.commands.trimming import (
     parse_add_or_trim,
     trim_stream,
 )
-from streamclaim_spark.context import Context
+from streamclaim_spark.core.ids import MAX_ID, StreamId, parse_id, parse_range_end, parse_range_start
+from streamclaim_spark.core.model import (
+    Entry,
+    FieldPairs,
+    Need,
+    Scan,
+    StreamMeta,
+    Write,
+    entry_row,
+)
+from streamclaim_spark.core.replies import OK
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.writes import delete_entries, delete_stream, put_stream_head
 from streamclaim_spark.errors import (
     ERR_ELEMENTS_TOO_LARGE,
     ERR_ENTRIES_ADDED_NEGATIVE,
@@ -30,18 +42,6 @@ from streamclaim_spark.errors import (
     ReplyError,
     wrong_arity,
 )
-from streamclaim_spark.ids import MAX_ID, StreamId, parse_id, parse_range_end, parse_range_start
-from streamclaim_spark.model import (
-    Entry,
-    FieldPairs,
-    Need,
-    Scan,
-    StreamMeta,
-    Write,
-    entry_row,
-)
-from streamclaim_spark.replies import OK
-from streamclaim_spark.writes import delete_entries, delete_stream, put_stream_head
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,19 @@ from dataclasses import dataclass, replace
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import id_at_most, stored_id
 from streamclaim_spark.commands.args import int_arg, is_token, is_word
-from streamclaim_spark.context import Context
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import ZERO_ID, StreamId, parse_id, parse_xadd_id
+from streamclaim_spark.core.model import (
+    Entry,
+    GroupMeta,
+    RefPolicy,
+    StreamMeta,
+)
+from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.errors import (
     ERR_LIMIT_NEGATIVE,
     ERR_LIMIT_WITHOUT_APPROX,
@@ -27,16 +36,7 @@ from streamclaim_spark.errors import (
     SYNTAX,
     ReplyError,
 )
-from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id, parse_xadd_id
-from streamclaim_spark.model import (
-    Entry,
-    GroupMeta,
-    RefPolicy,
-    StreamMeta,
-)
-from streamclaim_spark.partitions import stream_partition
-from streamclaim_spark.transaction import source_frame_for_deletes
-from streamclaim_spark.writes import delete_pending_ids, put_group, put_stream_head
+from streamclaim_spark.state.columns import id_at_most, stored_id
 
 MAXLEN = "MAXLEN"
 MINID = "MINID"

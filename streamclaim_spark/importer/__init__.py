@@ -13,11 +13,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from streamclaim_spark.core.patterns import matches
+from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.importer.commit import StoreChangedError, commit_import
-from streamclaim_spark.importer.reading import ImportRefusedError, StreamCopy, raw_replies, read_stream, stream_keys
+from streamclaim_spark.importer.redis_reader import (
+    ImportRefusedError,
+    StreamCopy,
+    raw_replies,
+    read_stream,
+    stream_keys,
+)
 from streamclaim_spark.importer.staging import Staging
-from streamclaim_spark.patterns import matches
-from streamclaim_spark.transaction import commit_metrics
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore

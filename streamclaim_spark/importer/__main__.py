@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from streamclaim_spark.importer.cli import main
+from streamclaim_spark.cli.import_redis import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,14 +17,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.context import Context
-from streamclaim_spark.delta_io import MERGE_TARGET
-from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.frames import json_frame
-from streamclaim_spark.importer.reading import StreamCopy
-from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
-from streamclaim_spark.model import (
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.model import (
     ConsumerMeta,
     GroupMeta,
     Need,
@@ -34,13 +28,19 @@ from streamclaim_spark.model import (
     group_head_row,
     stream_head_key,
 )
-from streamclaim_spark.partitions import group_partition, stream_partition
-from streamclaim_spark.schema import STATE_SCHEMA, pruned_to
-from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
-from streamclaim_spark.writes import put_stream_head
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.writes import put_stream_head
+from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.importer.redis_reader import StreamCopy
+from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
+from streamclaim_spark.state.delta_io import MERGE_TARGET
+from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.schema import STATE_SCHEMA, pruned_to
 
 if TYPE_CHECKING:
-    from streamclaim_spark.runner import Runner
+    from streamclaim_spark.engine.runner import Runner
 
 
 class StoreChangedError(StreamclaimError, RuntimeError):

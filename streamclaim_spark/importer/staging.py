@@ -19,11 +19,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.ids import StreamId, to_stored
-from streamclaim_spark.importer.reading import PendingRow
-from streamclaim_spark.partitions import group_partition, stream_partition
-from streamclaim_spark.schema import FIELD_PAIR
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import StreamId, to_stored
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.importer.redis_reader import PendingRow
+from streamclaim_spark.state.schema import FIELD_PAIR
 
 READ = "_read"
 ENTRIES, LIVE_IDS, PENDING = "entries", "live_ids", "pending"

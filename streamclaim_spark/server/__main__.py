@@ -4,6 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from streamclaim_spark.server.main import main
+from streamclaim_spark.cli.serve import main
 
 sys.exit(main())

@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamclaim_spark.batch import Dispatch, Unit, UnitResult, run_batch
 from streamclaim_spark.commands import BLOCK_POLL_INTERVAL_S, reading, resolve_dollar, touched
 from streamclaim_spark.commands.args import require_text
+from streamclaim_spark.engine.batch import Dispatch, Unit, UnitResult, run_batch
+from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.runner import Runner
 
 log = logging.getLogger(__name__)
 

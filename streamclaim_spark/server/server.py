@@ -21,17 +21,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streamclaim_spark.batch import Unit
 from streamclaim_spark.commands import command_names, dispatch, validate
 from streamclaim_spark.commands.args import check_arity, check_subcommand, decode_argv
-from streamclaim_spark.config import ServerConfig
+from streamclaim_spark.core.config import ServerConfig
+from streamclaim_spark.core.replies import OK
+from streamclaim_spark.engine.batch import Unit
 from streamclaim_spark.errors import EXECABORT, FLUSH_DISABLED, MAX_CLIENTS_REACHED, NOAUTH, ReplyError, internal_error
-from streamclaim_spark.replies import OK
-from streamclaim_spark.server.commands import CONNECTION_COMMANDS, CONTAINERS, NO_AUTH, Client, Quit
+from streamclaim_spark.server.connection import CONNECTION_COMMANDS, CONTAINERS, NO_AUTH, Client, Quit
 from streamclaim_spark.server.group_commit import GroupCommitter
-from streamclaim_spark.server.transactions import IMMEDIATE, Queued
-from streamclaim_spark.store import StreamStore
-from streamclaim_spark.wire import (
+from streamclaim_spark.server.multi_exec import IMMEDIATE, Queued
+from streamclaim_spark.server.wire import (
     NULL_ARRAY,
     ProtocolViolation,
     RequestLimits,
@@ -40,6 +39,7 @@ from streamclaim_spark.wire import (
     encode_error,
     encode_reply,
 )
+from streamclaim_spark.store import StreamStore
 
 log = logging.getLogger("streamclaim_spark.server")
 

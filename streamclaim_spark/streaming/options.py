@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from streamclaim_spark.core.ids import ZERO_ID, StreamId, parse_id
+from streamclaim_spark.core.patterns import is_pattern
 from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.ids import ZERO_ID, StreamId, parse_id
-from streamclaim_spark.patterns import is_pattern
 
 # Rows per input partition of a micro-batch: each partition is one Spark task reading one Arrow buffer.
 DEFAULT_ROWS_PER_PARTITION = 50_000

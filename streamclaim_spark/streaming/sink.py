@@ -17,12 +17,12 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
-from streamclaim_spark.delta_io import updated_snapshot
+from streamclaim_spark.state.delta_io import updated_snapshot
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import SinkOptions
 
 if TYPE_CHECKING:
-    from streamclaim_spark.bulk import BulkAppend
+    from streamclaim_spark.fleet.bulk import BulkAppend
     from streamclaim_spark.store import StreamStore
     from streamclaim_spark.streaming.driver import DriverLink
 

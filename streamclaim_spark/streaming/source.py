@@ -19,21 +19,21 @@ from pyspark.sql import functions as F
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from streamclaim_spark import _constants as C
-from streamclaim_spark.bulk import plan_deliveries
-from streamclaim_spark.columns import id_at_least, id_at_most, id_text, stored_id
-from streamclaim_spark.context import Context
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.core.model import Need
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.patterns import is_pattern, matching
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import nogroup_xreadgroup
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.model import Need
-from streamclaim_spark.partitions import group_partition, stream_partition
-from streamclaim_spark.patterns import is_pattern, matching
-from streamclaim_spark.schema import COLUMN_NAMES, in_partitions
-from streamclaim_spark.snapshot import Snapshot
+from streamclaim_spark.fleet.bulk import plan_deliveries
+from streamclaim_spark.state.columns import id_at_least, id_at_most, id_text, stored_id
+from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions
+from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions
-from streamclaim_spark.transaction import source_frame, source_frame_for_deletes
-from streamclaim_spark.writes import put_group
 
 if TYPE_CHECKING:
     from streamclaim_spark.streaming.driver import DriverLink

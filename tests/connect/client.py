@@ -22,12 +22,12 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore, sql
-from streamclaim_spark.claims import ClaimRequest, StaleSelection
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.delta_io import is_connect
+from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.recovery import recover_stale
-from streamclaim_spark.session import build_session
+from streamclaim_spark.fleet.claims import ClaimRequest, StaleSelection
+from streamclaim_spark.fleet.recovery import recover_stale
+from streamclaim_spark.state.delta_io import is_connect
+from streamclaim_spark.state.session import build_session
 from streamclaim_spark.store import wall_clock_ms
 from streamclaim_spark.streaming import register
 from tests.clock import ManualClock

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.commands import validate
 from streamclaim_spark.commands.args import decode_argv
-from streamclaim_spark.config import ServerConfig
+from streamclaim_spark.core.config import ServerConfig
+from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.server import StreamClaimServer
 from tests.parity.harness import Outcome, Pause, Step, assert_same_outcomes, run_on

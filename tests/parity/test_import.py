@@ -19,11 +19,11 @@ import pytest
 import redis as redis_py
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.config import SparkConfig
+from streamclaim_spark.cli.import_redis import EXIT_BAD_INPUT, EXIT_OK, EXIT_REDIS, redacted, run_import
+from streamclaim_spark.core.config import SparkConfig
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.importer import StoreChangedError, StreamCopy, import_redis
-from streamclaim_spark.importer.cli import EXIT_BAD_INPUT, EXIT_OK, EXIT_REDIS, redacted, run_import
-from streamclaim_spark.importer.reading import MAX_READS, raw_replies, read_stream
+from streamclaim_spark.importer.redis_reader import MAX_READS, raw_replies, read_stream
 from streamclaim_spark.importer.staging import ENTRIES, Staging
 from tests.parity.harness import Outcome, Step, assert_same_outcomes, run_on
 from tests.parity.test_parity import _AsRespClientSees, _like_server

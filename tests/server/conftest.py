@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.config import ServerConfig
+from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.server import StreamClaimServer
 from tests.redis_server import RedisServer
 

@@ -61,7 +61,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from streamclaim_spark import StreamStore
-    from streamclaim_spark.session import build_session
+    from streamclaim_spark.state.session import build_session
     from tests.fixtures import TEST_SPARK_CONF
 
     spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}", conf=TEST_SPARK_CONF)

@@ -13,10 +13,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import stored_id
-from streamclaim_spark.delta_io import latest_version
-from streamclaim_spark.partitions import group_partition, stream_partition
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.state.columns import stored_id
+from streamclaim_spark.state.delta_io import latest_version
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,8 @@ ENTRIES = 200
 
 def s3a_settings(endpoint: str) -> dict[str, str]:
     """Spark settings for S3A against a local, plain-HTTP S3 server with path-style buckets."""
-    from streamclaim_spark.object_store import S3A_PACKAGE
-    from streamclaim_spark.session import DELTA_PACKAGE
+    from streamclaim_spark.core.object_store import S3A_PACKAGE
+    from streamclaim_spark.state.session import DELTA_PACKAGE
 
     return {
         "spark.jars.packages": f"{DELTA_PACKAGE},{S3A_PACKAGE}",
@@ -55,10 +55,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from pyspark.sql import functions as F
 
     from streamclaim_spark import StreamStore
-    from streamclaim_spark.config import RecoveryOptions
-    from streamclaim_spark.object_store import UnsafeObjectStoreError
-    from streamclaim_spark.recovery import recover_stale
-    from streamclaim_spark.session import build_session
+    from streamclaim_spark.core.config import RecoveryOptions
+    from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+    from streamclaim_spark.fleet.recovery import recover_stale
+    from streamclaim_spark.state.session import build_session
     from tests.fixtures import TEST_SPARK_CONF
 
     spark = build_session(

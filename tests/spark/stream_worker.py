@@ -29,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-entries", type=int, default=1000)
     args = parser.parse_args(argv)
 
-    from streamclaim_spark.session import build_session
+    from streamclaim_spark.state.session import build_session
     from streamclaim_spark.streaming import register
     from tests.fixtures import TEST_SPARK_CONF
 

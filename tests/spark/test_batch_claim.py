@@ -10,7 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
-from streamclaim_spark.claims import in_place
+from streamclaim_spark.fleet.claims import in_place
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 

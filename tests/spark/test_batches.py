@@ -15,12 +15,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.batch import Unit, run_batch, watch_signatures
 from streamclaim_spark.commands import dispatch
+from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.engine.batch import Unit, run_batch, watch_signatures
+from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.partitions import stream_partition
-from streamclaim_spark.runner import Runner
-from streamclaim_spark.spark_jobs import count_jobs
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark

@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from streamclaim_spark import PayloadNotTextError, ReplyError, StreamStore
-from streamclaim_spark import _constants as C
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.recovery import recover_stale
-from streamclaim_spark.schema import STATE_SCHEMA
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.fleet.recovery import recover_stale
 from streamclaim_spark.sql import register
-from streamclaim_spark.tables import StoreLayoutError, table_path, upgrade_layout
+from streamclaim_spark.state.schema import STATE_SCHEMA
+from streamclaim_spark.state.tables import StoreLayoutError, table_path, upgrade_layout
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
@@ -182,7 +182,7 @@ def test_a_store_from_before_binary_payloads_is_refused_until_upgrade_layout_rew
         StreamStore.open(store_path, spark=spark)
     assert str(refused.value) == (
         f"the store at {store_path} keeps entries' field names and values as strings (before binary payloads); "
-        f"stop every writer and run streamclaim_spark.tables.upgrade_layout(spark, {store_path!r}) once, "
+        f"stop every writer and run streamclaim_spark.state.tables.upgrade_layout(spark, {store_path!r}) once, "
         "then open it again"
     )
 

@@ -9,12 +9,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import ReplyError, StreamStore, file_stats
-from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import id_in, stored_id
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.model import Need, Scan
-from streamclaim_spark.partitions import stream_partition
+from streamclaim_spark import ReplyError, StreamStore
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.core.model import Need, Scan
+from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.state import file_stats
+from streamclaim_spark.state.columns import id_in, stored_id
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version

@@ -29,9 +29,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import ReplyError, StreamStore
-from streamclaim_spark import _constants as C
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.partitions import bucket_of, group_partition
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.partitions import bucket_of, group_partition
 from tests.clock import ManualClock
 from tests.spark.pel import by_id, current_version, duplicates, entry_ids, pel_rows
 

@@ -8,9 +8,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ReplyError, StaleSelection, StreamStore
-from streamclaim_spark.bulk import NewGroup
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
-from streamclaim_spark.spark_jobs import count_jobs
+from streamclaim_spark.fleet.bulk import NewGroup
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version

@@ -30,13 +30,19 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StaleSelection, StreamStore
-from streamclaim_spark import _constants as C
-from streamclaim_spark.cli import EXIT_CONFIG, run_job
-from streamclaim_spark.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
-from streamclaim_spark.recovery import GroupReport, RecoveryReport, RecoverySelectionError, in_place, recover_stale
-from streamclaim_spark.recovery import run as recovery
-from streamclaim_spark.spark_jobs import count_jobs
-from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, table_path
+from streamclaim_spark.cli.recover import EXIT_CONFIG, run_job
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
+from streamclaim_spark.fleet.recovery import (
+    GroupReport,
+    RecoveryReport,
+    RecoverySelectionError,
+    in_place_round,
+    recover_stale,
+)
+from streamclaim_spark.fleet.recovery import run as recovery
+from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, table_path
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores
 from tests.spark.pel import current_version
@@ -154,8 +160,8 @@ RECOVERY_ROUND_JOB_BUDGET = {"consumer": 51, "live": 51}
 
 @pytest.fixture
 def in_place_from_one_claim(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Claims in place however few entries a round claims (in_place.MIN_CLAIMS is sized for fleets)."""
-    monkeypatch.setattr(in_place, "MIN_CLAIMS", 1)
+    """Claims in place however few entries a round claims (in_place_round.MIN_CLAIMS is sized for fleets)."""
+    monkeypatch.setattr(in_place_round, "MIN_CLAIMS", 1)
 
 
 @pytest.mark.usefixtures("in_place_from_one_claim")
@@ -201,10 +207,10 @@ def test_a_job_killed_between_the_dead_letter_copy_and_the_claim_loses_nothing_a
     script = f"""
 import os, signal
 from streamclaim_spark import StreamStore
-from streamclaim_spark.recovery import run as recovery
-from streamclaim_spark.spark_jobs import count_jobs
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.session import build_session
+from streamclaim_spark.fleet.recovery import run as recovery
+from streamclaim_spark.testing.spark_jobs import count_jobs
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.state.session import build_session
 
 def killed(*_args, **_kwargs):
     os.killpg(os.getpgid(0), signal.SIGKILL)  # the driver and its JVM die, as on a lost machine

@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.delta_io import latest_version
+from streamclaim_spark.state.delta_io import latest_version
 from tests.clock import ManualClock
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

@@ -28,14 +28,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import id_text
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.delta_io import latest_version
-from streamclaim_spark.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
-from streamclaim_spark.recovery import GroupReport, RecoveryFailedError, recover_stale
-from streamclaim_spark.recovery import run as recovery
-from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
+from streamclaim_spark.fleet.recovery import GroupReport, RecoveryFailedError, recover_stale
+from streamclaim_spark.fleet.recovery import run as recovery
+from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.delta_io import latest_version
+from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 

@@ -20,13 +20,21 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from streamclaim_spark import StreamStore, cli
-from streamclaim_spark import _constants as C
-from streamclaim_spark.columns import id_text
-from streamclaim_spark.config import ConfigError, RecoveryOptions, ServerConfig, SparkConfig, StoreConfig, load_config
-from streamclaim_spark.object_store import UnsafeObjectStoreError
-from streamclaim_spark.session import DELTA_PACKAGE
-from streamclaim_spark.tables import table_path
+from streamclaim_spark import StreamStore
+from streamclaim_spark.cli import recover
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import (
+    ConfigError,
+    RecoveryOptions,
+    ServerConfig,
+    SparkConfig,
+    StoreConfig,
+    load_config,
+)
+from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.session import DELTA_PACKAGE
+from streamclaim_spark.state.tables import table_path
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_TOML = REPO / "conf" / "base.toml"
@@ -135,7 +143,7 @@ def test_the_console_script_exits_2_on_a_bad_flag_value_before_starting_spark(co
         timeout=300,
     )
 
-    assert started.returncode == cli.EXIT_CONFIG
+    assert started.returncode == recover.EXIT_CONFIG
     assert "--min-idle: jobs.recover_stale.min_idle = 'soon' is not a duration" in started.stderr
     assert started.stdout == ""
 
@@ -150,7 +158,7 @@ def test_a_missing_store_exits_3_and_creates_nothing(
     missing = tmp_path / "no-store-here"
     config = load_config(conf_dir, {("store", "path"): (str(missing), "--store")})
 
-    assert cli.run_job(config, spark=spark) == cli.EXIT_NO_STORE
+    assert recover.run_job(config, spark=spark) == recover.EXIT_NO_STORE
 
     assert f"no store at {missing}" in capsys.readouterr().err
     assert not missing.exists()
@@ -163,7 +171,7 @@ def test_s3_without_the_dynamodb_log_store_is_refused_before_anything_touches_th
     # This session has no S3A connector: any read or write of the path would fail with a missing class.
     config = load_config(conf_dir, {("store", "path"): ("s3a://bucket/streams", "--store")})
 
-    assert cli.run_job(config, spark=spark) == cli.EXIT_CONFIG
+    assert recover.run_job(config, spark=spark) == recover.EXIT_CONFIG
 
     error = capsys.readouterr().err
     assert error.startswith("streamclaim-recover: path=s3a://bucket/streams: Delta commits to s3a:// through ")
@@ -193,7 +201,7 @@ def test_spark_submit_runs_the_job_and_leaves_the_tables_as_the_summary_says(
 
     job = subprocess.run(command, capture_output=True, text=True, env=job_env(), cwd=tmp_path, timeout=900)
 
-    assert job.returncode == cli.EXIT_OK, job.stderr[-5000:]
+    assert job.returncode == recover.EXIT_OK, job.stderr[-5000:]
     # spark-submit merges the job's stderr into its stdout; the summary is the last JSON line.
     printed = [line for line in job.stdout.splitlines() if line.startswith("{")][-1]
     assert json.loads(printed) == json.loads((tmp_path / "summary.json").read_text())
@@ -238,7 +246,7 @@ def test_spark_submit_exits_2_on_bad_config_before_building_a_session(conf_dir: 
 
     job = subprocess.run(command, capture_output=True, text=True, env=job_env(), cwd=tmp_path, timeout=600)
 
-    assert job.returncode == cli.EXIT_CONFIG
+    assert job.returncode == recover.EXIT_CONFIG
     output = job.stdout + job.stderr  # spark-submit passes the job's stderr on through its stdout
     assert "config error: " in output and "jobs.recover_stale.assign = 'everyone'" in output
     assert "SparkContext: Running Spark version" not in output

@@ -18,9 +18,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import RefPolicy, ReplyError, StreamStore, sql
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.recovery import recover_stale
-from streamclaim_spark.runner import Clock
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.engine.runner import Clock
+from streamclaim_spark.fleet.recovery import recover_stale
 from tests.clock import ManualClock
 from tests.fixtures import EMPTY, PrefixTemplates, TemplateStores, shared_prefixes
 from tests.spark.pel import current_version

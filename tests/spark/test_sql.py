@@ -28,10 +28,10 @@ from pyspark.sql import Row, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore, sql
-from streamclaim_spark.columns import id_text
-from streamclaim_spark.config import RecoveryOptions
-from streamclaim_spark.ids import to_stored
-from streamclaim_spark.recovery import recover_stale
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.ids import to_stored
+from streamclaim_spark.fleet.recovery import recover_stale
+from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
 from tests.fixtures import generated_code

@@ -12,10 +12,10 @@ from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 
-from streamclaim_spark import tables
-from streamclaim_spark.delta_io import commit_info
-from streamclaim_spark.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_table
-from streamclaim_spark.transaction import own_commit_version
+from streamclaim_spark.engine.transaction import own_commit_version
+from streamclaim_spark.state import tables
+from streamclaim_spark.state.delta_io import commit_info
+from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_table
 
 
 def test_two_runs_creating_the_dead_letter_table_at_the_same_moment_both_get_one_table(

@@ -6,16 +6,16 @@ import os
 
 import pytest
 
-from streamclaim_spark import cli
-from streamclaim_spark.config import ConfigError
-from streamclaim_spark.server.main import build_parser as server_parser
-from streamclaim_spark.server.main import overrides_from as server_overrides
+from streamclaim_spark.cli import recover
+from streamclaim_spark.cli.serve import build_parser as server_parser
+from streamclaim_spark.cli.serve import overrides_from as server_overrides
+from streamclaim_spark.core.config import ConfigError
 
 JOB = ("jobs", "recover_stale")
 
 
 def test_no_flags_override_nothing() -> None:
-    assert cli.overrides_from(cli.build_parser().parse_args([])) == {}
+    assert recover.overrides_from(recover.build_parser().parse_args([])) == {}
     assert server_overrides(server_parser().parse_args([]), {}) == {}
 
 
@@ -26,7 +26,7 @@ def test_each_recovery_flag_overrides_its_key_and_is_named_in_errors() -> None:
     argv += ["--driver-memory", "2g", "--spark-log-level", "ERROR", "--log-level", "debug"]
     argv += ["--spark-conf", "spark.a=1", "--spark-conf", " spark.b =x=y"]
 
-    overrides = cli.overrides_from(cli.build_parser().parse_args(argv))
+    overrides = recover.overrides_from(recover.build_parser().parse_args(argv))
 
     assert overrides == {
         ("store", "path"): (os.path.abspath("rel/store"), "--store"),
@@ -51,9 +51,9 @@ def test_each_recovery_flag_overrides_its_key_and_is_named_in_errors() -> None:
 
 @pytest.mark.parametrize("setting", ["spark.a", "=1"])
 def test_a_spark_conf_flag_without_a_name_and_value_is_refused(setting: str) -> None:
-    args = cli.build_parser().parse_args(["--spark-conf", setting])
+    args = recover.build_parser().parse_args(["--spark-conf", setting])
     with pytest.raises(ConfigError, match=r"write it as KEY=VALUE"):
-        cli.overrides_from(args)
+        recover.overrides_from(args)
 
 
 def test_each_server_flag_overrides_its_key_and_the_password_flag_beats_the_environment() -> None:
@@ -79,7 +79,7 @@ def test_each_server_flag_overrides_its_key_and_the_password_flag_beats_the_envi
 
 @pytest.mark.parametrize("store", ["s3a://bucket/streams", "abfss://c@a.dfs.core.windows.net/s", "file:/tmp/s"])
 def test_a_store_url_flag_is_kept_as_given_by_both_console_scripts(store: str) -> None:
-    assert cli.overrides_from(cli.build_parser().parse_args(["--store", store]))[("store", "path")] == (
+    assert recover.overrides_from(recover.build_parser().parse_args(["--store", store]))[("store", "path")] == (
         store,
         "--store",
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamclaim_spark.config import (
+from streamclaim_spark.core.config import (
     AppConfig,
     ConfigError,
     RecoveryOptions,

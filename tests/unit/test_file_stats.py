@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from streamclaim_spark.file_stats import FileRange, narrowed
-from streamclaim_spark.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.model import Scan
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
+from streamclaim_spark.core.model import Scan
+from streamclaim_spark.state.file_stats import FileRange, narrowed
 
 
 def _file(rows: int, low: int, high: int) -> FileRange:

@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamclaim_spark.errors import INVALID_END_ID, INVALID_START_ID, INVALID_STREAM_ID, ReplyError
-from streamclaim_spark.ids import (
+from streamclaim_spark.core.ids import (
     MAX_ID,
     STORED_OFFSET,
     ZERO_ID,
@@ -21,7 +20,8 @@ from streamclaim_spark.ids import (
     parse_xadd_id,
     to_stored,
 )
-from streamclaim_spark.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX
+from streamclaim_spark.core.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX
+from streamclaim_spark.errors import INVALID_END_ID, INVALID_START_ID, INVALID_STREAM_ID, ReplyError
 
 M = UINT64_MAX
 

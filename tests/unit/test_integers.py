@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streamclaim_spark.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX, parse_ll, parse_ull
+from streamclaim_spark.core.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX, parse_ll, parse_ull
 
 
 def test_constants_are_the_c_limits() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.lag import entries_read_after_delivery, estimate_entries_read, lag, range_has_tombstones
-from streamclaim_spark.model import GroupMeta, StreamMeta
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.lag import entries_read_after_delivery, estimate_entries_read, lag, range_has_tombstones
+from streamclaim_spark.core.model import GroupMeta, StreamMeta
 
 
 def stream(**kwargs: object) -> StreamMeta:

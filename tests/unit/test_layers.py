@@ -1,8 +1,9 @@
 """The package's house in layers (docs/DESIGN.md, "Layout"), held by reading every module's imports.
 
-Each module of streamclaim_spark belongs to one layer; a module imports only its own layer or lower ones,
-never in a circle. Imports inside functions count (they run too); imports under ``if TYPE_CHECKING:``
-do not (they never run). A new module fails here until it is placed in a layer.
+A module's top folder is its layer (``core/`` pure, ``state/`` Spark I/O, ``engine/``, ``commands/``,
+``fleet/`` beyond Redis, then the edges); a module imports only its own layer or lower ones, never in a
+circle. Imports inside functions count (they run too); imports under ``if TYPE_CHECKING:`` do not (they
+never run). Relative imports are banned by ruff (TID252), so every import is read here by its full name.
 """
 
 from __future__ import annotations
@@ -13,55 +14,20 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "streamclaim_spark"
-MAX_LINES = 500
+MAX_LINES = 400
 
-# Lowest first. A module name is its dotted path under streamclaim_spark; a package's __init__ is the package.
+# Lowest first. A module's layer is its top folder under streamclaim_spark; the package root holds the
+# exception family (below everything, since every layer raises it) and the facade's edge modules.
 LAYERS: dict[str, tuple[str, ...]] = {
-    "pure core": (
-        "_constants",
-        "errors",
-        "integers",
-        "ids",
-        "partitions",
-        "model",
-        "replies",
-        "lag",
-        "patterns",
-        "wire",
-        "config",
-        "object_store",
-    ),
-    "spark i/o": (
-        "schema",
-        "frames",
-        "columns",
-        "conflicts",
-        "spark_jobs",
-        "delta_io",
-        "session",
-        "tables",
-        "file_stats",
-        "snapshot",
-    ),
-    "engine": ("context", "transaction", "runner", "writes", "batch", "batch.rows", "batch.state"),
-    "commands": ("commands", "commands.*"),
-    "beyond redis": ("claims", "claims.*", "bulk", "bulk.*", "recovery", "recovery.*"),
-    "edges": (
-        "",
-        "store",
-        "pipeline",
-        "sql",
-        "streaming",
-        "streaming.*",
-        "server",
-        "server.*",
-        "cli",
-        "demo",
-        "importer",
-        "importer.*",
-    ),
+    "errors": ("errors",),
+    "pure core": ("core",),
+    "spark i/o": ("state",),
+    "engine": ("engine",),
+    "commands": ("commands",),
+    "beyond redis": ("fleet",),
+    "edges": ("", "store", "pipeline", "sql", "demo", "server", "streaming", "importer", "cli", "testing"),
 }
-PURE = "pure core"
+PURE = ("errors", "pure core")
 SPARK_PACKAGES = ("pyspark", "delta", "py4j")
 
 # Each module: what it imports, and its length in lines.
@@ -76,11 +42,14 @@ def _module_name(path: Path) -> str:
 
 
 def _layer_of(module: str) -> int:
-    for rank, patterns in enumerate(LAYERS.values()):
-        for pattern in patterns:
-            if module == pattern or (pattern.endswith(".*") and module.startswith(pattern[:-1])):
-                return rank
-    raise AssertionError(f"streamclaim_spark.{module or '__init__'} is in no layer: add it to LAYERS in {__file__}")
+    top = module.split(".")[0]
+    for rank, places in enumerate(LAYERS.values()):
+        if top in places:
+            return rank
+    raise AssertionError(
+        f"streamclaim_spark.{module or '__init__'} lies in no layer's folder: move it into one, or add its "
+        f"folder to LAYERS in {__file__}"
+    )
 
 
 def _is_type_checking(node: ast.If) -> bool:
@@ -147,7 +116,7 @@ def test_every_module_has_a_layer_and_imports_only_its_own_or_lower_ones(house: 
 
 
 def test_the_pure_core_imports_no_spark(house: House) -> None:
-    core = {name: imports for name, (imports, _) in house.items() if list(LAYERS)[_layer_of(name)] == PURE}
+    core = {name: imports for name, (imports, _) in house.items() if list(LAYERS)[_layer_of(name)] in PURE}
     assert {
         name: sorted(imports & set(SPARK_PACKAGES)) for name, imports in core.items() if imports & set(SPARK_PACKAGES)
     } == {}
@@ -176,5 +145,5 @@ def test_no_module_imports_another_that_imports_it_back(house: House) -> None:
     assert circles == []
 
 
-def test_no_module_is_longer_than_five_hundred_lines(house: House) -> None:
+def test_no_module_is_longer_than_four_hundred_lines(house: House) -> None:
     assert {name: lines for name, (_, lines) in house.items() if lines > MAX_LINES} == {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.object_store import (
+from streamclaim_spark.core.object_store import (
     MULTI_WRITER,
     SINGLE_WRITER,
     UnsafeObjectStoreError,

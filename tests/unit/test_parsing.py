@@ -11,9 +11,9 @@ from streamclaim_spark.commands.reading import parse_read
 from streamclaim_spark.commands.references import AckDel, parse_ackdel_tail
 from streamclaim_spark.commands.streams import parse_xadd, parse_xrange, parse_xsetid
 from streamclaim_spark.commands.trimming import parse_xtrim
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.model import RefPolicy
 
 
 def error_of(call: object, *args: object) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.ids import StreamId
-from streamclaim_spark.patterns import matching
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.patterns import matching
 from streamclaim_spark.streaming.options import (
     BatchOffset,
     OptionError,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.config import ConfigError, ServerConfig, load_config
+from streamclaim_spark.core.config import ConfigError, ServerConfig, load_config
+from streamclaim_spark.core.replies import OK, Status
 from streamclaim_spark.errors import (
     INVALID_BULK_LENGTH,
     INVALID_MULTIBULK_LENGTH,
@@ -12,8 +13,7 @@ from streamclaim_spark.errors import (
     UNBALANCED_QUOTES,
     unknown_command,
 )
-from streamclaim_spark.replies import OK, Status
-from streamclaim_spark.wire import (
+from streamclaim_spark.server.wire import (
     ProtocolViolation,
     RequestLimits,
     RequestReader,

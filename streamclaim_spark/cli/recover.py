@@ -1,0 +1,233 @@
+"""The recovery job's command line: ``streamclaim-recover`` and ``spark-submit jobs/recover_stale.py``.
+
+Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session
+from ``session.session_from_config``, open the store and call ``recovery.recover_stale``. The JSON summary
+goes to stdout and progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or
+config or a selection that matches no group, 3 no store at the configured path, 4 partial (contended
+groups skipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
+from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+from streamclaim_spark.fleet.recovery import (
+    PARTIAL,
+    RecoveryFailedError,
+    RecoveryReport,
+    RecoverySelectionError,
+    recover_stale,
+)
+from streamclaim_spark.state.delta_io import is_delta_table
+from streamclaim_spark.state.session import DELTA_PACKAGE, has_delta_jar, session_from_config, writer_safety
+from streamclaim_spark.state.tables import table_path
+from streamclaim_spark.store import StreamStore
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_NO_STORE = 3
+# Some groups stayed contended through every claim commit; the others are recovered (docs/RECOVERY.md).
+EXIT_PARTIAL = 4
+CONF_DIR_ENV = "STREAMCLAIM_CONF_DIR"
+PROG = "streamclaim-recover"
+
+log = logging.getLogger("streamclaim_spark.cli.recover")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The job's flags; each one overrides the conf/ key named in its help."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Claim stale pending entries of Redis-style consumer groups in a streamclaim store, and "
+        "dead-letter the ones delivered too often. Settings come from conf/base.toml, then conf/local.toml, "
+        "then these flags.",
+        epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config or a selection that matches no "
+        "group, 3 no store at the path, 4 partial (some groups stayed contended and were skipped).",
+    )
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--conf-dir",
+        default=os.environ.get(CONF_DIR_ENV, "conf"),
+        help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
+    )
+    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
+    where.add_argument(
+        "--single-writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
+    run = parser.add_argument_group("what the run does [jobs.recover_stale]")
+    run.add_argument("--streams", nargs="+", metavar="PATTERN", help="stream names or glob patterns [streams]")
+    run.add_argument("--groups", nargs="+", metavar="PATTERN", help="group names or glob patterns [groups]")
+    run.add_argument(
+        "--min-idle", metavar="DURATION", help='claim entries idle at least this long, e.g. "5m" [min_idle]'
+    )
+    run.add_argument(
+        "--assign",
+        choices=ASSIGN_MODES,
+        help="claim to one consumer, spread over live ones, or give back to the group (XNACK) [assign]",
+    )
+    run.add_argument("--consumer", metavar="NAME", help="the recovery consumer [consumer]")
+    run.add_argument(
+        "--live-window", metavar="DURATION", help="consumers active within this are live, e.g. 10m [live_window]"
+    )
+    run.add_argument(
+        "--dead-letter",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="dead-letter entries delivered more than --max-deliveries times [dead_letter]",
+    )
+    run.add_argument(
+        "--max-deliveries", type=int, metavar="N", help="highest delivery count still claimed [max_deliveries]"
+    )
+    run.add_argument(
+        "--dry-run",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="report what the run would do and change nothing [dry_run]",
+    )
+    spark = parser.add_argument_group("spark [spark]")
+    spark.add_argument("--master", help="master URL when not under spark-submit [master]")
+    spark.add_argument(
+        "--remote", metavar="URL", help="run on a Spark Connect server, e.g. sc://host:15002 (docs/DEPLOY.md) [remote]"
+    )
+    spark.add_argument(
+        "--shuffle-partitions", type=int, metavar="N", help="spark.sql.shuffle.partitions [shuffle_partitions]"
+    )
+    spark.add_argument("--driver-memory", metavar="SIZE", help='e.g. "2g"; console script only [driver_memory]')
+    spark.add_argument("--spark-log-level", metavar="LEVEL", help="Spark's log level, e.g. WARN [log_level]")
+    spark.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other spark.* setting; repeatable [spark.conf]",
+    )
+    output = parser.add_argument_group("output")
+    output.add_argument(
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="level of the job's own log on stderr (default INFO)",
+    )
+    output.add_argument(
+        "--summary-file",
+        metavar="PATH",
+        help="also write the JSON summary to this file (spark-submit merges the job's stdout and stderr)",
+    )
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
+    """The flags given, as config keys with the flag that set each (for error messages)."""
+    overrides = flag_overrides(args)
+    for setting in args.spark_conf:
+        name, equals, value = setting.partition("=")
+        if not equals or not name:
+            raise ConfigError(f"--spark-conf {setting!r}: write it as KEY=VALUE, e.g. spark.sql.adaptive.enabled=true")
+        overrides[("spark", "conf", name.strip())] = (value, "--spark-conf")
+    return overrides
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the recovery job; returns the process exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # py4j logs every connection it closes at INFO, some after the summary line.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        config = load_config(args.conf_dir, overrides_from(args))
+    except ConfigError as error:
+        return _fail(EXIT_CONFIG, f"config error: {error}")
+    log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
+    try:
+        return run_job(config, summary_file=args.summary_file)
+    except Exception:
+        log.exception("the run stopped on an unexpected error")
+        return EXIT_RUN_FAILED
+
+
+def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None) -> int:
+    """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
+
+    Args:
+        config: The loaded configuration.
+        spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
+        summary_file: Also write the JSON summary to this file (default: stdout only).
+    """
+    owned = spark is None and SparkSession.getActiveSession() is None
+    session = spark if spark is not None else session_from_config(config.spark)
+    try:
+        if not has_delta_jar(session):
+            return _fail(
+                EXIT_CONFIG,
+                "Delta Lake's jar is not on Spark's classpath. Under spark-submit add "
+                f"--packages {DELTA_PACKAGE} (spark-submit resolves packages before the job starts).",
+            )
+        try:
+            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
+        except UnsafeObjectStoreError as error:
+            return _fail(EXIT_CONFIG, str(error))
+        if not store_exists(session, config.store.path):
+            return _fail(
+                EXIT_NO_STORE,
+                f"no store at {config.store.path} (no Delta table at "
+                f"{table_path(config.store.path, C.STATE_TABLE_DIR)}); set store.path in conf/local.toml "
+                "or pass --store with the folder of an existing store",
+            )
+        store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+        try:
+            report = recover_stale(store, config.recover_stale)
+        except RecoverySelectionError as error:
+            return _fail(EXIT_CONFIG, f"selection error: {error}")
+        except RecoveryFailedError as error:
+            print_summary(error.report, summary_file)
+            return _fail(EXIT_RUN_FAILED, str(error))
+        print_summary(report, summary_file)
+        if report.status == PARTIAL:
+            return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
+        return EXIT_OK
+    finally:
+        if owned:
+            session.stop()
+
+
+def store_exists(spark: SparkSession, path: str) -> bool:
+    """True when ``path`` holds a store (its state table), without creating anything."""
+    return is_delta_table(spark, table_path(path, C.STATE_TABLE_DIR))
+
+
+def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:
+    """The run's JSON summary, one line on stdout (and in ``summary_file`` when given)."""
+    line = json.dumps(report.to_json()) + "\n"
+    sys.stdout.write(line)
+    sys.stdout.flush()
+    if summary_file is not None:
+        with open(summary_file, "w", encoding="utf-8") as handle:
+            handle.write(line)
+
+
+def _fail(code: int, message: str) -> int:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+    return code

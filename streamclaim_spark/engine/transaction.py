@@ -1,0 +1,475 @@
+"""Commits a command's writes as one guarded Delta MERGE, and re-runs commands that lose a race.
+
+Every partition of the state table has one head row (a stream's or a group's) with a ``version``.
+A command reads a snapshot, decides, and commits one MERGE that (1) checks that every head it decided
+on still has the version it read, aborting through ``raise_error`` otherwise, and (2) applies its
+writes. Delta's optimistic concurrency covers the window between the MERGE's own read and its commit;
+the guard covers the window between the command's read and the MERGE's start. A command that loses
+either way is re-run from a fresh snapshot with jittered exponential backoff (docs/DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import Plan, Write
+from streamclaim_spark.core.partitions import bucket_of
+from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.state.columns import id_between
+from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
+from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
+from streamclaim_spark.state.delta_io import commit_info, committing, merge_into, update_in_place
+from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
+
+log = logging.getLogger(__name__)
+
+# The MERGE source: a state row plus what to do with it.
+OP_DELETE = "_delete"
+OP_GUARD = "_guard"
+OP_EXPECT = "_expect"
+# Claim columns (model.Claim): set on PEL rows that the MERGE claims under its own conditions.
+OP_CLAIM = "_claim"
+CLAIM_LIVE = "_live"
+CLAIM_CUTOFF = "_cutoff"
+CLAIM_STEPS = "_steps"
+CLAIM_RETRY = "_retry"
+CLAIM_JUST_ID = "_just_id"
+CLAIM_FORCE = "_force"
+SOURCE_SCHEMA = StructType(
+    [
+        *STATE_SCHEMA.fields,
+        StructField(OP_DELETE, BooleanType(), nullable=False),
+        StructField(OP_GUARD, BooleanType(), nullable=False),
+        StructField(OP_EXPECT, LongType()),
+        StructField(OP_CLAIM, BooleanType(), nullable=False),
+        StructField(CLAIM_LIVE, BooleanType()),
+        StructField(CLAIM_CUTOFF, LongType()),
+        StructField(CLAIM_STEPS, LongType()),
+        StructField(CLAIM_RETRY, LongType()),
+        StructField(CLAIM_JUST_ID, BooleanType()),
+        StructField(CLAIM_FORCE, BooleanType()),
+    ]
+)
+_CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST_ID, CLAIM_FORCE)
+# A row never moves: its partition (hence its bucket) is part of its key.
+_VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS and name != C.BUCKET)
+_LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
+_RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
+
+
+class NothingCommittedError(StreamclaimError, RuntimeError):
+    """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
+
+
+class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
+    """Raised when a command lost its commit race more often than the retry policy allows."""
+
+    @property
+    def last_race(self) -> BaseException | None:
+        """The last attempt's lost race: Delta's conflict exception, or the stale-snapshot abort."""
+        return self.__cause__ if self.__cause__ is not None and is_lost_race(self.__cause__) else None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a command re-runs after losing a commit race.
+
+    Args:
+        max_attempts: Attempts in all, first one included (default 64).
+        base_delay_s: Backoff before the second attempt; doubles per attempt (default 0.05 s).
+        max_delay_s: Cap on one backoff (default 2 s). Each delay is jittered uniformly in [0.5, 1.5)x.
+    """
+
+    max_attempts: int = 64
+    base_delay_s: float = 0.05
+    max_delay_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts={self.max_attempts} must be at least 1")
+        if self.base_delay_s < 0 or self.max_delay_s < 0:
+            raise ValueError("base_delay_s and max_delay_s must not be negative")
+
+    def delay(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        bounded = min(self.max_delay_s, self.base_delay_s * float(2 ** (attempt - 1)))
+        return bounded * random.uniform(0.5, 1.5)
+
+
+T = TypeVar("T")
+
+
+def reraising_lost_race(attempt: Callable[[int], T]) -> Callable[[int], T]:
+    """``attempt`` with an inner one-attempt command's exhausted retries re-raised as the race itself, so
+    an outer ``run_with_retries`` re-runs the whole attempt (a claim whose commit is one command)."""
+
+    def unwrapped(number: int) -> T:
+        try:
+            return attempt(number)
+        except ConflictRetriesExhaustedError as error:
+            if error.last_race is not None:
+                raise error.last_race from None
+            raise
+
+    return unwrapped
+
+
+def run_with_retries(attempt_once: Callable[[int], T], policy: RetryPolicy, what: str) -> tuple[T, int]:
+    """Calls ``attempt_once(attempt)`` until it does not lose a race; returns its result and attempts."""
+    for attempt in range(1, policy.max_attempts + 1):
+        try:
+            return attempt_once(attempt), attempt
+        except Exception as error:
+            if not is_lost_race(error):
+                raise
+            if attempt == policy.max_attempts:
+                raise ConflictRetriesExhaustedError(
+                    f"{what}: lost the commit race {attempt} times; raise RetryPolicy.max_attempts "
+                    "or reduce the number of concurrent writers on the same stream or group"
+                ) from error
+            delay = policy.delay(attempt)
+            log.info(
+                "%s lost a commit race (%s); attempt %d again in %.3f s", what, type(error).__name__, attempt + 1, delay
+            )
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
+    """The MERGE source rows for ``writes``; the last write to a key wins, as in a sequential program."""
+    by_key: dict[tuple[Any, ...], Write] = {}
+    for write in writes:
+        by_key[write.key()] = write
+    return [_source_row(write) for write in by_key.values()]
+
+
+def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
+    """The MERGE source for ``rows`` (SOURCE_SCHEMA tuples), built in the JVM (json_frame)."""
+    return json_frame(spark, [dict(zip(SOURCE_SCHEMA.names, row, strict=True)) for row in rows], SOURCE_SCHEMA)
+
+
+def _source_row(write: Write) -> tuple[Any, ...]:
+    claim = write.claim
+    row = dict(write.row)
+    claim_values: tuple[Any, ...] = (None,) * len(_CLAIM_COLUMNS)
+    if claim is not None:
+        # The row carries what a win writes; the MERGE's conditions decide whether it wins.
+        row.update({C.OWNER: claim.owner, C.DELIVERY_TIME_MS: claim.delivery_time})
+        claim_values = (
+            claim.live,
+            claim.cutoff,
+            claim.steps,
+            claim.retry_count,
+            claim.just_id,
+            claim.force,
+        )
+    return (
+        *(row.get(name) for name in COLUMN_NAMES),
+        write.delete,
+        write.guard,
+        write.expect_version,
+        claim is not None,
+        *claim_values,
+    )
+
+
+# The columns a MERGE matches a source row to its target row on: all a delete needs to carry.
+MATCH_KEYS = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
+
+
+def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
+    """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them.
+
+    Only the match keys are kept: a bulk delete's source is materialized and shuffled by the MERGE,
+    and a million PEL rows with every state column cost seconds more to move (docs/BENCHMARKS.md).
+    """
+    return source_frame(rows.select(*MATCH_KEYS), delete=True)
+
+
+def source_frame(rows: DataFrame, delete: bool = False) -> DataFrame:
+    """Turns state-table rows into MERGE source rows that write them (or delete them)."""
+    return source_of(rows, operations={OP_DELETE: F.lit(delete)})
+
+
+# Operation columns a source row leaves out: no delete, guard or claim; the claim's parameters null.
+_FALSE_BY_DEFAULT = (OP_DELETE, OP_GUARD, OP_CLAIM)
+
+
+def source_of(
+    rows: DataFrame, values: Mapping[str, Column] | None = None, operations: Mapping[str, Column] | None = None
+) -> DataFrame:
+    """MERGE source rows: the one builder every write path (commands, bulk, claims, recovery) uses.
+
+    Each state column comes from ``values`` when given there, else from ``rows`` when it has the column,
+    else null; each operation column (``OP_*``, ``CLAIM_*``) from ``operations``, else no delete, guard or
+    claim. Columns ``rows`` already holds are selected as they are, so the plan of a plain write is unchanged.
+    """
+    values = values or {}
+    operations = operations or {}
+    present = set(rows.columns)
+    state = [
+        values[f.name].cast(f.dataType).alias(f.name)
+        if f.name in values
+        else F.col(f.name)
+        if f.name in present
+        else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in STATE_SCHEMA.fields
+    ]
+    ops = [
+        operations.get(name, F.lit(False if name in _FALSE_BY_DEFAULT else None))
+        .cast(SOURCE_SCHEMA[name].dataType)
+        .alias(name)
+        for name in SOURCE_SCHEMA.names[len(STATE_SCHEMA.names) :]
+    ]
+    return rows.select(*state, *ops)
+
+
+# Delivery count written by a claim win: RETRYCOUNT, else unchanged with JUSTID, else one more per step.
+# A FORCE insert starts from Redis' fresh NACK count of 1.
+_CLAIMED_COUNT = (
+    f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
+    f"WHEN s.{CLAIM_JUST_ID} THEN {TARGET}.{C.DELIVERY_COUNT} ELSE {TARGET}.{C.DELIVERY_COUNT} + s.{CLAIM_STEPS} END"
+)
+_FORCED_COUNT = (
+    f"CASE WHEN s.{CLAIM_RETRY} IS NOT NULL THEN s.{CLAIM_RETRY} "
+    f"WHEN s.{CLAIM_JUST_ID} THEN 1 ELSE 1 + s.{CLAIM_STEPS} END"
+)
+_IS_IDLE = f"(s.{CLAIM_CUTOFF} IS NULL OR {TARGET}.{C.DELIVERY_TIME_MS} <= s.{CLAIM_CUTOFF})"
+_CLAIM_SET: dict[str, str | Column] = {
+    C.OWNER: f"s.{C.OWNER}",
+    C.DELIVERY_TIME_MS: f"s.{C.DELIVERY_TIME_MS}",
+    C.DELIVERY_COUNT: _CLAIMED_COUNT,
+    C.TXN: f"s.{C.TXN}",
+}
+
+
+@dataclass(frozen=True)
+class InPlaceUpdate:
+    """Rows rewritten where they lie by one Delta UPDATE: no source, no join (a bulk claim's fast path).
+
+    ``condition`` selects the rows; it must carry the bucket and partition filters and every predicate
+    the decision relied on (e.g. the idle cutoff), so the commit holds whatever changed since.
+    ``assignments`` gives columns new values as expressions over the row itself; a guard is an
+    assignment that ``raise_error``s with ``STALE_SNAPSHOT_MARKER`` when a head's version moved.
+    """
+
+    condition: Column
+    assignments: dict[str, Column]
+
+
+def stale_snapshot_error() -> Column:
+    """The guard's abort as a Column: a lost race that ``is_lost_race`` recognises."""
+    return F.raise_error(F.lit(STALE_SNAPSHOT_MARKER))
+
+
+def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int:
+    """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE); returns its version.
+
+    ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
+    created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
+    the commit writes (0: no cap). Raises ``NothingCommittedError`` when Delta committed nothing.
+    """
+    with committing(spark):
+        return _commit_plan(spark, table_path, plan, operation, rows_per_file)
+
+
+def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int:
+    # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
+    spark.conf.unset(_LAST_COMMIT_VERSION)
+    if plan.update is not None:
+        if plan.writes or plan.frames:
+            raise ValueError("a plan commits either rows (one MERGE) or one in-place update, not both")
+        _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
+        update: InPlaceUpdate = plan.update
+        update_in_place(spark, table_path, update.condition, dict(update.assignments))
+        return own_commit_version(spark, table_path, operation)
+    frames = list(plan.frames)
+    if plan.writes:
+        frames.insert(0, local_source(spark, source_rows(plan.writes)))
+    source = frames[0]
+    for frame in frames[1:]:
+        source = source.unionByName(frame, allowMissingColumns=True)
+    # Every row's bucket follows from its partition, whoever built the row.
+    source = source.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
+    partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
+    buckets = ", ".join(f"'{bucket}'" for bucket in sorted({bucket_of(p) for p in plan.partitions}))
+    # The bucket literals let Delta prune directories and see, in its conflict check, that commands on
+    # other buckets cannot interfere with this one; the partition literals let it skip files by statistics.
+    on = (
+        f"{TARGET}.{C.BUCKET} IN ({buckets}) AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
+        f"AND {TARGET}.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
+        f"AND {TARGET}.{C.ROW_KIND} = s.{C.ROW_KIND} AND {TARGET}.{C.ID_MS} <=> s.{C.ID_MS} "
+        f"AND {TARGET}.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND {TARGET}.{C.CONSUMER} <=> s.{C.CONSUMER}"
+    )
+    small = not plan.frames
+    condition = F.expr(on)
+    for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
+        condition = condition & bound
+    _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file, pinned=plan.frames_pinned)
+    with _one_shuffle_partition(spark, small):
+        _merge(spark, table_path, source, condition)
+    return own_commit_version(spark, table_path, operation)
+
+
+@contextlib.contextmanager
+def _one_shuffle_partition(spark: SparkSession, small: bool) -> Iterator[None]:
+    """A small plan's MERGE joins in one shuffle partition, the session's own setting put back after it.
+
+    The join's output is written in join-key order, so one task writes the rows of the files it
+    rewrites back ID-ordered, in files capped at ``rows_per_file``. Over several tasks each wrote a
+    file spanning the whole rewritten range, which every later command on that range rewrote again and
+    no ordered read could skip (10M PEL: an XAUTOCLAIM COUNT 1000 copied 298,998 rows, then 98,998).
+    """
+    if not small:
+        yield
+        return
+    key = "spark.sql.shuffle.partitions"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, "1")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+
+
+def _merge(spark: SparkSession, table_path: str, source: DataFrame, condition: Column) -> None:
+    """The MERGE of every plan: guards, deletes, claims, updates and inserts by the source's op flags."""
+    (
+        merge_into(spark, table_path, source, condition)
+        .whenMatched(F.expr(f"s.{OP_GUARD} AND NOT ({TARGET}.{C.VERSION} <=> s.{OP_EXPECT})"))
+        .update(_columns({C.VERSION: f"CAST({_RAISE_STALE} AS BIGINT)"}))
+        .whenMatched(F.expr(f"s.{OP_DELETE} OR (s.{OP_CLAIM} AND NOT s.{CLAIM_LIVE})"))
+        .delete()
+        .whenMatched(F.expr(f"s.{OP_CLAIM} AND {_IS_IDLE}"))
+        .update(_columns(_CLAIM_SET))
+        .whenMatched(F.expr(f"NOT s.{OP_CLAIM}"))
+        .update(_columns({name: f"s.`{name}`" for name in _VALUE_COLUMNS}))
+        .whenNotMatched(F.expr(f"s.{OP_GUARD} AND s.{OP_EXPECT} IS NOT NULL"))
+        .insert(_columns({C.PARTITION_ID: f"CAST({_RAISE_STALE} AS STRING)"}))
+        .whenNotMatched(F.expr(f"s.{OP_CLAIM} AND s.{CLAIM_FORCE} AND s.{CLAIM_LIVE}"))
+        .insert(_columns({**{name: f"s.`{name}`" for name in COLUMN_NAMES}, C.DELIVERY_COUNT: _FORCED_COUNT}))
+        .whenNotMatched(F.expr(f"NOT s.{OP_DELETE} AND NOT s.{OP_CLAIM}"))
+        .insert(_columns({name: f"s.`{name}`" for name in COLUMN_NAMES}))
+        .merge()
+    )
+
+
+def _commit_settings(
+    spark: SparkSession, operation: str, small: bool, rows_per_file: int, pinned: bool = False
+) -> None:
+    """Session settings for the next commit: its user metadata, and how small plans avoid Spark jobs.
+    ``pinned``: the source frames are checkpointed (``Plan.frames_pinned``), so Delta need not copy them."""
+    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
+    # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
+    # deletion vectors, and a local source needs no materializing, nor does a checkpointed one (it reads
+    # the same rows in both of the MERGE's passes). Other bulk plans keep both (docs/DESIGN.md).
+    spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
+    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small or pinned else "auto")
+    # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
+    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
+    # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a
+    # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
+    if small:
+        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    else:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
+    if rows_per_file:
+        spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))
+    else:
+        spark.conf.unset("spark.databricks.delta.autoCompact.minFileSize")
+
+
+def small_file_bytes(rows_per_file: int) -> int:
+    """The size below which auto compaction counts a data file as small, for a store capped at ``rows_per_file``.
+
+    Delta's default (64 MB) counts every capped file as small, so once a partition holds 50 of them
+    each commit there rewrote them all after committing (measured: an XAUTOCLAIM of 1,000 entries
+    from a 1M PEL in 10k-row files 5 s → 11 s; every command on a 10M PEL rewrote 10M rows). A
+    pending row takes about 4 bytes compressed, so this is about half a full file: the few-row files
+    commands leave behind (~7 KB), and files rewritten below half their cap, still compact.
+    """
+    return max(4096, 2 * rows_per_file)
+
+
+def id_bounds(writes: Iterable[Write]) -> list[Column]:
+    """Target-only ON conditions that confine entry and pending rows to the ID range the writes touch.
+
+    A target row of those kinds outside the range matches no source row anyway, so the conditions
+    change no outcome; they let Delta skip, by the files' min/max statistics, every file of a big PEL
+    or stream whose IDs lie elsewhere. ``<``/``>`` rather than ``<>`` because Delta's data skipping
+    understands range comparisons; Column literals because stored IDs reach -2^63, which SQL text
+    would parse as a decimal.
+    """
+    kind = F.col(f"{TARGET}.{C.ROW_KIND}")
+    bounds = []
+    for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
+        ids = sorted(
+            StreamId.from_stored(w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind
+        )
+        if ids:
+            in_range = id_between(ids[0], ids[-1], table=TARGET)
+            bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)
+    return bounds
+
+
+def _columns(expressions: Mapping[str, str | Column]) -> dict[str, Column]:
+    """A MERGE clause's values as Columns (``mergeInto`` takes Columns); ours are mostly SQL strings."""
+    return {name: F.expr(value) if isinstance(value, str) else value for name, value in expressions.items()}
+
+
+def committed_version(spark: SparkSession) -> int:
+    """The version of the last commit made through ``spark`` (a session-local Delta setting)."""
+    value = spark.conf.get(_LAST_COMMIT_VERSION, None)
+    if value is None:
+        raise NothingCommittedError("Delta did not report the version of a commit just made")
+    return int(value)
+
+
+# How far back from the session's last version a commit's own version may lie: auto compaction's commit,
+# and commits of other writers that landed between the two, come after it.
+_OWN_COMMIT_LOOKBACK = 16
+
+
+def own_commit_version(spark: SparkSession, table_path: str, operation: str) -> int:
+    """The version of the commit this thread just made as ``operation`` (its user metadata).
+
+    Delta's auto compaction runs right after a commit, in the same call and session, and its OPTIMIZE
+    commit carries the same user metadata (a session setting); the session's last version is then the
+    compaction's, whose metrics are not the commit's. So the versions are walked back to the newest
+    commit with this user metadata that is not an OPTIMIZE: one log file read when no compaction ran.
+    """
+    last = committed_version(spark)
+    for version in range(last, max(-1, last - _OWN_COMMIT_LOOKBACK), -1):
+        info = commit_info(spark, table_path, version)
+        if info.get("userMetadata") == operation and info.get("operation") != "OPTIMIZE":
+            return version
+    raise NothingCommittedError(
+        f"no commit of {operation!r} among versions {max(0, last - _OWN_COMMIT_LOOKBACK + 1)}..{last}"
+    )
+
+
+def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[str, int]:
+    """The operation metrics Delta wrote into commit ``version`` (e.g. a MERGE's numTargetRowsDeleted).
+
+    Read from the commit's own log file (``commit_info``: no Spark job on a classic session), so a caller
+    can check what a commit did, not only what it decided before committing.
+    """
+    metrics = commit_info(spark, table_path, version).get("operationMetrics", {})
+    return {name: int(value) for name, value in metrics.items()}

@@ -1,0 +1,187 @@
+"""Bulk XACK and XACKDEL: any number of IDs, named by a DataFrame or the whole PEL, in one commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType
+
+from streamclaim_spark.commands.groups import group_or_nogroup
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import ZERO_ID, StreamId
+from streamclaim_spark.core.model import RefPolicy
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import MATCH_KEYS, source_frame_for_deletes
+from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
+from streamclaim_spark.state.columns import id_at_most, stored_id, stored_id_columns
+
+if TYPE_CHECKING:
+    from streamclaim_spark.engine.runner import Runner
+
+
+@dataclass(frozen=True)
+class BulkAck:
+    """What ``acknowledge`` removed from the group's PEL: ``count`` entries."""
+
+    count: int
+    version: int | None
+
+
+@dataclass(frozen=True)
+class BulkAckDel:
+    """What ``acknowledge_and_delete`` did: ``acknowledged`` PEL entries removed from the group,
+    ``deleted`` stream entries removed, and (ACKED) ``still_referenced`` acknowledged entries kept
+    because another group still references them."""
+
+    acknowledged: int
+    deleted: int
+    still_referenced: int
+    version: int | None
+
+
+def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_column: str = "id") -> BulkAck:
+    """Acknowledges (XACK) the entries ``ids`` names, in one commit; None acknowledges every pending entry.
+
+    Args:
+        runner: The store's command runner (StreamStore.runner).
+        key: The stream.
+        group: The consumer group.
+        ids: A DataFrame whose ``id_column`` holds entry IDs as Redis text (``"1700000000000-5"``);
+            IDs that are not pending are ignored, as XACK ignores them. None: the group's whole PEL.
+        id_column: The column of ``ids`` holding the IDs (default ``id``).
+
+    Raises:
+        ReplyError: NOGROUP when the stream or group does not exist (XACK itself replies 0 there).
+    """
+    _check_id_column(ids, id_column)
+
+    def decide(ctx: Context) -> BulkAck:
+        head = group_or_nogroup(ctx, key, group)
+        # Pinned once: the count and both of the MERGE's passes read these rows, and a pinned source
+        # needs no copy by Delta (1M IDs: 10.6 s -> 8.3 s warm, docs/BENCHMARKS.md "Levers").
+        pending = _pending_named(ctx, key, group, ids, id_column).select(*MATCH_KEYS).localCheckpoint(eager=True)
+        count = int(pending.count())
+        if count:
+            ctx.plan.add_frame(source_frame_for_deletes(pending), group_partition(key, group))
+            ctx.plan.frames_pinned = True
+            put_group(ctx, head, head)
+        return BulkAck(count, None)
+
+    result = runner.transact("BULK ACK", decide)
+    return replace(result, version=runner.last_commit_version if result.count else None)
+
+
+def acknowledge_and_delete(
+    runner: Runner,
+    key: str,
+    group: str,
+    ids: DataFrame | None,
+    policy: RefPolicy = RefPolicy.KEEPREF,
+    id_column: str = "id",
+) -> BulkAckDel:
+    """XACKDEL for any number of IDs, in one commit: acknowledges each ID pending in the group, then
+    deletes its stream entry under ``policy``, as XACKDEL does per ID (docs/DESIGN.md, "Redis 8 commands").
+
+    KEEPREF deletes the entries and leaves other groups' references dangling; DELREF also removes the
+    IDs from every other group's PEL; ACKED deletes only entries no other group references (pending
+    there, or after some group's last-delivered ID) and still acknowledges the others. IDs not pending
+    in the group are ignored, as XACKDEL answers -1 for them. None: the group's whole PEL.
+
+    Raises:
+        ReplyError: NOGROUP when the stream or group does not exist (XACKDEL itself answers -1 there).
+    """
+    _check_id_column(ids, id_column)
+    if not isinstance(policy, RefPolicy):
+        raise ValueError(f"policy={policy!r} must be a RefPolicy (KEEPREF, DELREF or ACKED)")
+
+    def decide(ctx: Context) -> BulkAckDel:
+        head = group_or_nogroup(ctx, key, group)
+        meta = ctx.snapshot.stream(key)
+        assert meta is not None
+        acked = _pending_named(ctx, key, group, ids, id_column)
+        others = [g for g in ctx.snapshot.groups(key) if g.name != group] if policy is not RefPolicy.KEEPREF else []
+        candidates = acked.select(C.ID_MS, C.ID_SEQ)
+        if policy is RefPolicy.ACKED:
+            horizon = min(g.last_id for g in [head, *others])  # every group has read up to here
+            candidates = candidates.where(id_at_most(horizon))
+            if others:
+                pending_elsewhere = ctx.snapshot.pending_frames(key, [g.name for g in others])
+                candidates = candidates.join(pending_elsewhere, [C.ID_MS, C.ID_SEQ], "left_anti")
+        entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY)
+        doomed = entries.join(candidates, [C.ID_MS, C.ID_SEQ], "left_semi")
+        stats = _ackdel_stats(acked, candidates, entries, doomed)
+        acknowledged, deletable, deleted = stats.acknowledged, stats.deletable, stats.deleted
+        if acknowledged == 0:
+            return BulkAckDel(0, 0, 0, None)
+        ctx.plan.add_frame(source_frame_for_deletes(acked), group_partition(key, group))
+        put_group(ctx, head, head)
+        if policy is RefPolicy.DELREF and others:
+            delete_pending_ids(ctx, key, others, candidates)
+        if deleted:
+            ctx.plan.add_frame(source_frame_for_deletes(doomed), stream_partition(key))
+            for other in others:  # the decision read their references: a change there re-runs it
+                put_group(ctx, other, other)
+            length = meta.length - deleted
+            after = replace(
+                meta,
+                length=length,
+                first_id=ZERO_ID if length == 0 or stats.first_left is None else stats.first_left,
+                max_deleted_id=max(meta.max_deleted_id, stats.last_deleted or ZERO_ID),
+            )
+            put_stream_head(ctx, meta, after)
+        return BulkAckDel(acknowledged, deleted, acknowledged - deletable, None)
+
+    result = runner.transact("BULK ACKDEL", decide)
+    return replace(result, version=runner.last_commit_version if result.acknowledged else None)
+
+
+@dataclass(frozen=True)
+class _AckDelStats:
+    acknowledged: int
+    deletable: int  # acknowledged IDs the policy lets go (whether or not the entry still exists)
+    deleted: int  # stream entries deleted
+    first_left: StreamId | None  # the first entry that stays
+    last_deleted: StreamId | None
+
+
+def _ackdel_stats(acked: DataFrame, candidates: DataFrame, entries: DataFrame, doomed: DataFrame) -> _AckDelStats:
+    """One query for every count ``acknowledge_and_delete`` decides on, and the stream head's new edges."""
+    marked = entries.join(doomed.select(C.ID_MS, C.ID_SEQ, F.lit(True).alias("_gone")), [C.ID_MS, C.ID_SEQ], "left")
+    gone = F.col("_gone").isNotNull()
+    row = (
+        marked.agg(
+            F.count("_gone").alias("deleted"),
+            F.min(F.when(~gone, F.struct(C.ID_MS, C.ID_SEQ))).alias("first_left"),
+            F.max(F.when(gone, F.struct(C.ID_MS, C.ID_SEQ))).alias("last_deleted"),
+        )
+        .crossJoin(acked.agg(F.count(F.lit(1)).alias("acknowledged")))
+        .crossJoin(candidates.agg(F.count(F.lit(1)).alias("deletable")))
+        .first()
+    )
+    assert row is not None
+    return _AckDelStats(
+        acknowledged=int(row["acknowledged"]),
+        deletable=int(row["deletable"]),
+        deleted=int(row["deleted"]),
+        first_left=stored_id(row["first_left"]) if row["first_left"] is not None else None,
+        last_deleted=stored_id(row["last_deleted"]) if row["last_deleted"] is not None else None,
+    )
+
+
+def _check_id_column(ids: DataFrame | None, id_column: str) -> None:
+    if ids is not None and id_column not in ids.columns:
+        raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
+
+
+def _pending_named(ctx: Context, key: str, group: str, ids: DataFrame | None, id_column: str) -> DataFrame:
+    """The group's PEL rows whose IDs ``ids`` names (Redis text), or the whole PEL for None."""
+    pending = ctx.snapshot.pending_frame(key, group)
+    if ids is None:
+        return pending
+    ms, seq = stored_id_columns(F.col(id_column).cast(StringType()))
+    wanted = ids.select(ms.alias(C.ID_MS), seq.alias(C.ID_SEQ))
+    return pending.join(wanted, [C.ID_MS, C.ID_SEQ], "left_semi")

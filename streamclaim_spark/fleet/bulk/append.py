@@ -1,0 +1,208 @@
+"""Bulk XADD: every row of a DataFrame appended to its stream in one commit, with IDs as ``XADD *`` gives.
+
+The rows are numbered per (stream, input partition) in parallel from offsets one small aggregation
+computes, so no window spans the whole frame and nothing but those counts reaches the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StringType, StructField, StructType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, StreamId, to_stored
+from streamclaim_spark.core.model import Need, StreamMeta
+from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.writes import put_stream_head
+from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.schema import FIELD_PAIR
+
+if TYPE_CHECKING:
+    from streamclaim_spark.engine.runner import Runner
+
+
+@dataclass(frozen=True)
+class BulkAppend:
+    """What ``append`` added: ``count`` entries; for one stream with IDs ``first_id`` .. ``last_id``.
+
+    ``streams`` maps each stream to (entries added, first ID, last ID).
+    """
+
+    count: int
+    first_id: StreamId | None
+    last_id: StreamId | None
+    version: int | None
+    streams: dict[str, tuple[int, StreamId, StreamId]] = field(default_factory=dict)
+
+
+def fields_column(frame: DataFrame, column: str | None) -> Column:
+    """The entries' field/value pairs as bytes: ``column`` if it already holds pairs (string or binary),
+    else every column by name. Binary columns keep their bytes; strings become their UTF-8 bytes; any
+    other type is first cast to string (as its text). Redis has no null: a null becomes empty bytes."""
+    if column is not None:
+        data_type = frame.schema[column].dataType
+        if not _holds_pairs(data_type):
+            raise ValueError(
+                f"fields_column={column!r} has type {data_type.simpleString()}; it must be "
+                "array<struct<field:binary,value:binary>> (or string fields), or pass fields_column=None "
+                "to use every column"
+            )
+        pairs = F.col(column).cast(ArrayType(FIELD_PAIR))
+        return F.transform(pairs, lambda pair: _pair(pair["field"], pair["value"]))
+    return F.array(*(_pair(F.lit(name).cast(BinaryType()), _as_bytes(frame, name)) for name in frame.columns))
+
+
+def _pair(field: Column, value: Column) -> Column:
+    empty = F.lit(b"")
+    return F.struct(F.coalesce(field, empty).alias("field"), F.coalesce(value, empty).alias("value"))
+
+
+def _holds_pairs(data_type: DataType) -> bool:
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    members = data_type.elementType.fields
+    return [m.name for m in members] == ["field", "value"] and all(
+        isinstance(m.dataType, StringType | BinaryType) for m in members
+    )
+
+
+def _as_bytes(frame: DataFrame, name: str) -> Column:
+    if isinstance(frame.schema[name].dataType, BinaryType):
+        return F.col(name)
+    return F.col(name).cast(StringType()).cast(BinaryType())
+
+
+# Columns of the frame ``append`` numbers: the target stream, the entry's pairs, its input order and
+# the input partition that order came from (monotonically_increasing_id keeps it in its upper 31 bits).
+_STREAM = "_stream"
+_ORDER = "_order"
+_PART = "_part"
+_FIRST_SEQ = "_first_seq"
+
+
+def append(
+    runner: Runner,
+    key: str | None,
+    frame: DataFrame,
+    fields: str | None = None,
+    stream_column: str | None = None,
+) -> BulkAppend:
+    """Appends every row of ``frame`` to its stream in one commit (creating streams as needed).
+
+    Each stream's new entries get IDs as a run of ``XADD *`` would: one millisecond, consecutive
+    sequence numbers in the frame's row order. They are numbered per (stream, input partition) in
+    parallel, from offsets one small aggregation computes, rather than by one window over all rows.
+
+    Args:
+        runner: The store's command runner (StreamStore.runner).
+        key: The stream every row goes to; None when ``stream_column`` names it per row.
+        frame: One row per entry, in the order the entries get their IDs.
+        fields: Name of an ``array<struct<field,value>>`` column (binary or string members) holding
+            each entry's pairs; None (the default) makes every column a field named after it (except
+            ``stream_column``): binary columns give their bytes, others their text as UTF-8.
+        stream_column: Name of the string column holding each row's stream (many streams, one commit).
+    """
+    if (key is None) == (stream_column is None):
+        raise ValueError("append: give either key (one stream) or stream_column (a stream per row), not both")
+    if stream_column is not None and stream_column not in frame.columns:
+        raise ValueError(
+            f"stream_column={stream_column!r} is not a column of frame (columns: {frame.columns}); "
+            "name the column that holds each row's stream"
+        )
+    payload = frame.drop(stream_column) if stream_column is not None and fields is None else frame
+    stream = F.col(stream_column).cast(StringType()) if stream_column is not None else F.lit(key)
+    ordered = frame.select(
+        stream.alias(_STREAM),
+        fields_column(payload, fields).alias(C.FIELDS),
+        F.monotonically_increasing_id().alias(_ORDER),
+    ).withColumn(_PART, F.shiftright(F.col(_ORDER), 33))
+
+    def decide(ctx: Context) -> BulkAppend:
+        tallies = ordered.groupBy(_STREAM, _PART).count().collect()
+        nameless = sum(row["count"] for row in tallies if row[_STREAM] is None)
+        if nameless:
+            raise ValueError(
+                f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
+                "give every row a stream name or filter those rows out"
+            )
+        counts: dict[str, list[tuple[int, int]]] = {}
+        for row in tallies:
+            counts.setdefault(row[_STREAM], []).append((row[_PART], row["count"]))
+        if not counts:
+            return BulkAppend(0, None, None, None)
+        ctx.snapshot.prefetch(*(Need(name) for name in counts))
+        offsets: list[dict[str, object]] = []
+        ranges: dict[str, tuple[int, StreamId, StreamId]] = {}
+        for name in sorted(counts):
+            parts = sorted(counts[name])
+            total = sum(count for _, count in parts)
+            existing = ctx.snapshot.stream(name)
+            meta = existing or StreamMeta(name)
+            if meta.last_id == MAX_ID:
+                raise ReplyError("ERR The stream has exhausted the last possible ID, unable to add more items")
+            first = StreamId(ctx.now, 0) if ctx.now > meta.last_id.ms else meta.last_id.incr()
+            if first.seq + total - 1 > MAX_ID.seq:
+                raise ValueError(
+                    f"frame: {total} entries for stream {name!r} do not fit in millisecond {first.ms}; "
+                    "append in smaller parts"
+                )
+            last = StreamId(first.ms, first.seq + total - 1)
+            ranges[name] = (total, first, last)
+            before = 0
+            for part, count in parts:
+                offsets.append(
+                    {
+                        _STREAM: name,
+                        _PART: part,
+                        C.PARTITION_ID: stream_partition(name),
+                        C.ID_MS: to_stored(first.ms),
+                        _FIRST_SEQ: to_stored(first.seq) + before,
+                    }
+                )
+                before += count
+            after = replace(
+                meta,
+                last_id=last,
+                length=meta.length + total,
+                entries_added=meta.entries_added + total,
+                first_id=first if meta.length == 0 else meta.first_id,
+            )
+            put_stream_head(ctx, existing, after)
+        position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
+        rows = ordered.join(F.broadcast(json_frame(ctx.snapshot.spark, offsets, _OFFSETS)), [_STREAM, _PART]).select(
+            F.col(C.PARTITION_ID),
+            F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
+            F.col(_STREAM).alias(C.STREAM),
+            F.col(C.ID_MS),
+            (F.col(_FIRST_SEQ) + position).alias(C.ID_SEQ),
+            F.col(C.FIELDS),
+            F.lit(ctx.txn).alias(C.TXN),
+        )
+        ctx.plan.add_frame(source_frame(rows), stream_partition(sorted(counts)[0]))
+        ctx.plan.partitions.update(stream_partition(name) for name in counts)
+        total = sum(count for count, _, _ in ranges.values())
+        if key is not None:
+            _, first, last = ranges[key]
+            return BulkAppend(total, first, last, None, ranges)
+        return BulkAppend(total, None, None, None, ranges)
+
+    result = runner.transact("BULK APPEND", decide)
+    return replace(result, version=runner.last_commit_version)
+
+
+_OFFSETS = StructType(
+    [
+        StructField(_STREAM, StringType()),
+        StructField(_PART, LongType()),
+        StructField(C.PARTITION_ID, StringType()),
+        StructField(C.ID_MS, LongType()),
+        StructField(_FIRST_SEQ, LongType()),
+    ]
+)

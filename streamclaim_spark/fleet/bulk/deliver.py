@@ -1,0 +1,258 @@
+"""Bulk XREADGROUP ... >: new entries delivered to consumers in one commit, for one group or many.
+
+``plan_deliveries`` plans the deliveries into a transaction that may hold other changes too; the
+streaming source runs its micro-batches on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import MAX_ID, StreamId, to_stored
+from streamclaim_spark.core.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
+from streamclaim_spark.core.model import Need
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.writes import put_group, touch_consumer
+from streamclaim_spark.errors import nogroup_xreadgroup
+from streamclaim_spark.state.columns import id_at_least, stored_id
+from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.schema import pruned_to
+
+if TYPE_CHECKING:
+    from streamclaim_spark.engine.runner import Runner
+
+
+@dataclass(frozen=True)
+class BulkDelivery:
+    """What ``deliver`` delivered: ``count`` entries with IDs ``first_id`` .. ``last_id``."""
+
+    count: int
+    first_id: StreamId | None
+    last_id: StreamId | None
+    version: int | None
+
+
+def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
+    """Delivers up to ``count`` new entries (all if None) to ``consumer`` as ``XREADGROUP ... >`` would."""
+    if count is not None and count < 1:
+        raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
+
+    def decide(ctx: Context) -> BulkDelivery:
+        ctx.snapshot.load_heads(key, [group], consumer)
+        stream = ctx.snapshot.stream(key)
+        head = ctx.snapshot.group(key, group)
+        if stream is None or head is None:
+            raise nogroup_xreadgroup(key, group)
+        if head.last_id == MAX_ID:
+            return BulkDelivery(0, None, None, None)
+        entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(head.last_id.incr()))
+        if count is not None:
+            entries = entries.orderBy(C.ID_MS, C.ID_SEQ).limit(count)
+        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+        bounds = entries.agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi")).first()
+        assert bounds is not None
+        delivered = int(bounds["n"])
+        if delivered == 0:
+            return BulkDelivery(0, None, None, None)
+        first, last = stored_id(bounds["lo"]), stored_id(bounds["hi"])
+        rows = entries.select(
+            F.lit(group_partition(key, group)).alias(C.PARTITION_ID),
+            F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
+            F.lit(key).alias(C.STREAM),
+            F.lit(group).alias(C.GROUP),
+            F.col(C.ID_MS),
+            F.col(C.ID_SEQ),
+            F.lit(consumer).alias(C.OWNER),
+            F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+            F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
+            F.lit(ctx.txn).alias(C.TXN),
+        )
+        ctx.plan.add_frame(source_frame(rows), group_partition(key, group))
+        return _advance(ctx, key, group, consumer, delivered, first, last)
+
+    result = runner.transact("BULK DELIVER", decide)
+    return replace(result, version=runner.last_commit_version)
+
+
+def _advance(
+    ctx: Context, key: str, group: str, consumer: str, delivered: int, first: StreamId, last: StreamId
+) -> BulkDelivery:
+    """After delivering ``first`` .. ``last``: moves the group's cursor and entries-read, touches the consumer."""
+    stream, head = ctx.snapshot.stream(key), ctx.snapshot.group(key, group)
+    assert stream is not None and head is not None
+    # XREADGROUP moves entries-read entry by entry (lag.entries_read_after_delivery): once the first
+    # delivered entry's counter is known and no tombstone lies ahead, each further entry adds one.
+    first_read = entries_read_after_delivery(stream, head, first)
+    if first_read != C.ENTRIES_READ_UNKNOWN and not range_has_tombstones(stream, first):
+        entries_read = first_read + delivered - 1
+    elif delivered == 1:
+        entries_read = first_read
+    else:
+        entries_read = estimate_entries_read(stream, last)
+    put_group(ctx, head, replace(head, last_id=max(last, head.last_id), entries_read=entries_read))
+    touch_consumer(ctx, key, group, consumer)
+    return BulkDelivery(delivered, first, last, None)
+
+
+_TARGET = "_target"
+_UNTIL_MS, _UNTIL_SEQ = "_until_ms", "_until_seq"
+_TARGETS = StructType(
+    [
+        StructField(_TARGET, LongType()),
+        StructField(C.STREAM, StringType()),
+        StructField(C.GROUP, StringType()),
+        StructField(C.PARTITION_ID, StringType()),
+        StructField(C.OWNER, StringType()),
+        StructField(C.LAST_MS, LongType()),
+        StructField(C.LAST_SEQ, LongType()),
+        StructField(_UNTIL_MS, LongType()),
+        StructField(_UNTIL_SEQ, LongType()),
+    ]
+)
+
+
+def deliver_many(
+    runner: Runner, targets: Sequence[tuple[str, str, str]], count: int | None = None
+) -> list[BulkDelivery]:
+    """``XREADGROUP GROUP group consumer [COUNT count] STREAMS stream >`` for many targets, in one commit.
+
+    Each (stream, group, consumer) gets up to ``count`` of its group's new entries (all if None): they
+    enter the group's PEL with that owner and delivery count 1, the group's cursor and entries-read
+    move, the consumer is created or touched. One scan of the streams' entries joined with a small
+    table of the targets' cursors, rather than one read per target.
+
+    Args:
+        runner: The store's command runner (StreamStore.runner).
+        targets: (stream, group, consumer) triples, each (stream, group) at most once.
+        count: Most entries per target; None for every new entry.
+
+    Returns:
+        One BulkDelivery per target, in the order given.
+
+    Raises:
+        ReplyError: NOGROUP, as XREADGROUP words it, naming the first target whose stream or group is missing.
+    """
+    if count is not None and count < 1:
+        raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
+    pairs = [(key, group) for key, group, _ in targets]
+    if len(set(pairs)) != len(pairs):
+        raise ValueError("targets: a (stream, group) is named twice; deliver to one consumer per group per call")
+
+    def decide(ctx: Context) -> list[BulkDelivery]:
+        return plan_deliveries(ctx, targets, count)
+
+    results = runner.transact("BULK DELIVER", decide)
+    version = runner.last_commit_version
+    return [replace(result, version=version if result.count else None) for result in results]
+
+
+def plan_deliveries(
+    ctx: Context,
+    targets: Sequence[tuple[str, str, str]],
+    count: int | None = None,
+    *,
+    total: int | None = None,
+    until: Mapping[str, StreamId] | None = None,
+) -> list[BulkDelivery]:
+    """Plans ``deliver_many``'s deliveries into ``ctx`` (its transaction may hold other changes too).
+
+    ``count`` caps each target, ``total`` all of them together (the oldest IDs first, across streams),
+    ``until`` caps each named stream's IDs (entries after it stay new). The results carry no version.
+    """
+    ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
+    records: list[dict[str, object]] = []
+    lowest: StreamId | None = None
+    for position, (key, group, consumer) in enumerate(targets):
+        if ctx.snapshot.stream(key) is None or ctx.snapshot.group(key, group) is None:
+            raise nogroup_xreadgroup(key, group)
+        head = ctx.snapshot.group(key, group)
+        assert head is not None
+        if head.last_id == MAX_ID:
+            continue
+        start = head.last_id.incr()
+        cap = until.get(key) if until is not None else None
+        if cap is not None and cap < start:
+            continue
+        lowest = start if lowest is None else min(lowest, start)
+        records.append(
+            {
+                _TARGET: position,
+                C.STREAM: key,
+                C.GROUP: group,
+                C.PARTITION_ID: group_partition(key, group),
+                C.OWNER: consumer,
+                C.LAST_MS: to_stored(head.last_id.ms),
+                C.LAST_SEQ: to_stored(head.last_id.seq),
+                _UNTIL_MS: to_stored(cap.ms) if cap is not None else None,
+                _UNTIL_SEQ: to_stored(cap.seq) if cap is not None else None,
+            }
+        )
+    results = [BulkDelivery(0, None, None, None) for _ in targets]
+    if not records:
+        return results
+    streams = sorted({str(record[C.STREAM]) for record in records})
+    assert lowest is not None
+    entries = (
+        ctx.snapshot.frame()
+        .where(
+            pruned_to([stream_partition(key) for key in streams])  # the join below keeps the targets' streams
+            & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
+            & id_at_least(lowest)  # the lowest cursor's range: Delta still skips older files
+        )
+        .select(C.STREAM, C.ID_MS, C.ID_SEQ)
+    )
+    after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
+        (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
+    )
+    within_until = (
+        F.col(_UNTIL_MS).isNull()
+        | (F.col(C.ID_MS) < F.col(_UNTIL_MS))
+        | ((F.col(C.ID_MS) == F.col(_UNTIL_MS)) & (F.col(C.ID_SEQ) <= F.col(_UNTIL_SEQ)))
+    )
+    delivered = entries.join(F.broadcast(json_frame(ctx.snapshot.spark, records, _TARGETS)), C.STREAM).where(
+        after_cursor & within_until
+    )
+    if count is not None:
+        rank = F.row_number().over(Window.partitionBy(_TARGET).orderBy(C.ID_MS, C.ID_SEQ))
+        delivered = delivered.withColumn("_rank", rank).where(F.col("_rank") <= count)
+    if total is not None:
+        # One window over every target's candidates: the oldest IDs first, whichever stream holds them.
+        overall = F.row_number().over(Window.orderBy(C.ID_MS, C.ID_SEQ, _TARGET))
+        delivered = delivered.withColumn("_overall", overall).where(F.col("_overall") <= total)
+    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+    bounds = (
+        delivered.groupBy(_TARGET)
+        .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
+        .collect()
+    )
+    if not bounds:
+        return results
+    rows = delivered.select(
+        F.col(C.PARTITION_ID),
+        F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
+        F.col(C.STREAM),
+        F.col(C.GROUP),
+        F.col(C.ID_MS),
+        F.col(C.ID_SEQ),
+        F.col(C.OWNER),
+        F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+        F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
+        F.lit(ctx.txn).alias(C.TXN),
+    )
+    first_key = targets[int(bounds[0][_TARGET])]
+    ctx.plan.add_frame(source_frame(rows), group_partition(first_key[0], first_key[1]))
+    for bound in bounds:
+        position = int(bound[_TARGET])
+        key, group, consumer = targets[position]
+        first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
+        results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
+    return results

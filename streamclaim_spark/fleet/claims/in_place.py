@@ -1,0 +1,231 @@
+"""``claim_stale``'s fast path: one count, then one Delta UPDATE of the stale rows where they lie.
+
+A Delta UPDATE rewrites the touched files in one pass; the MERGE joined a million-row source with its
+target twice (docs/BENCHMARKS.md, "Bulk claim"). An UPDATE cannot insert or delete, so new owners
+that are not yet consumers of a group are created first, in a commit of their own, and a selection
+that meets entries deleted from their stream is left to the MERGE path, which purges them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.model import GroupMeta
+from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.transaction import (
+    CLAIM_LIVE,
+    InPlaceUpdate,
+    RetryPolicy,
+    commit_metrics,
+    reraising_lost_race,
+    run_with_retries,
+    stale_snapshot_error,
+)
+from streamclaim_spark.engine.writes import put_group, touch_consumer
+from streamclaim_spark.fleet.claims.owners import Pair
+from streamclaim_spark.fleet.claims.selection import (
+    NEW_OWNER,
+    BatchClaim,
+    StaleSelection,
+    claim_counts,
+    claimed_frame,
+    new_owner,
+    selected_groups,
+    stale_condition,
+    stream_entries,
+)
+from streamclaim_spark.state.schema import in_partitions
+
+if TYPE_CHECKING:
+    from streamclaim_spark.engine.runner import Runner
+
+# Each of the path's two commits runs once per attempt; a lost race re-runs both, from the count.
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+
+
+@dataclass(frozen=True)
+class InPlaceDecision:
+    """What an in-place claim decided on one snapshot: per-group counts, new owners, head versions."""
+
+    groups: dict[Pair, GroupMeta]
+    counts: dict[Pair, tuple[int, int]]
+    winners: dict[Pair, set[str]]
+    missing_consumers: dict[Pair, set[str]]
+    now: int
+
+    @property
+    def purges(self) -> bool:
+        return any(purged for _, purged in self.counts.values())
+
+    @property
+    def claimed_pairs(self) -> list[Pair]:
+        return sorted(pair for pair, (claimed, _) in self.counts.items() if claimed)
+
+
+def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[str]) -> InPlaceDecision:
+    """Counts the stale entries by group and new owner, and finds the new owners a group lacks.
+
+    Two queries: the count joins the stale rows' IDs with the streams' entry IDs only (whether each
+    entry lives; no fields are read), and one lookup of the owners' consumer rows.
+    """
+    groups = selected_groups(ctx, selection)
+    if not groups:
+        return InPlaceDecision({}, {}, {}, {}, ctx.now)
+    live = stream_entries(ctx, groups).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(CLAIM_LIVE))
+    stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
+    counts, winners = claim_counts(
+        stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, new_owner(owners).alias(NEW_OWNER)).join(
+            live, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left"
+        )
+    )
+    by_pair = {(g.key, g.name): g for g in groups}
+    missing: dict[Pair, set[str]] = {}
+    if winners:
+        existing = (
+            ctx.snapshot.frame()
+            .where(
+                in_partitions([group_partition(*pair) for pair in winners])
+                & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
+                & F.col(C.CONSUMER).isin(sorted(set(owners)))
+            )
+            .select(C.STREAM, C.GROUP, C.CONSUMER)
+            .collect()
+        )
+        known = {(row[C.STREAM], row[C.GROUP], row[C.CONSUMER]) for row in existing}
+        for pair, names in winners.items():
+            absent = {name for name in names if (*pair, name) not in known}
+            if absent:
+                missing[pair] = absent
+    return InPlaceDecision(by_pair, counts, winners, missing, ctx.now)
+
+
+def _in_place_update(
+    decision: InPlaceDecision, selection: StaleSelection, owners: Sequence[str], just_id: bool, txn: str
+) -> InPlaceUpdate:
+    """One UPDATE that claims the decided entries, touches their new owners and bumps each group's head.
+
+    The head's new version is guarded: if any write reached a group since the decision (every write
+    bumps its head), the UPDATE aborts as a lost race, so the decision's counts are what it commits.
+    """
+    pairs = decision.claimed_pairs
+    groups = [decision.groups[pair] for pair in pairs]
+    kind = F.col(C.ROW_KIND)
+    is_group, is_consumer = (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
+    by_owners: dict[frozenset[str], list[str]] = {}
+    for pair in pairs:
+        by_owners.setdefault(frozenset(decision.winners[pair]), []).append(group_partition(*pair))
+    touched = F.lit(False)
+    for names, partitions in by_owners.items():
+        in_groups = F.expr(f"{C.PARTITION_ID} IN ({', '.join(repr(p) for p in sorted(partitions))})")
+        touched = touched | (in_groups & F.col(C.CONSUMER).isin(sorted(names)))
+    condition = in_partitions([group_partition(*pair) for pair in pairs]) & (
+        (stale_condition(groups, selection, decision.now - selection.min_idle_ms)) | is_group | (is_consumer & touched)
+    )
+    assignments = claim_assignments(groups, new_owner(owners), 0 if just_id else 1, decision.now, txn)
+    return InPlaceUpdate(condition, assignments)
+
+
+def claim_assignments(heads: Iterable[GroupMeta], owner: Column, steps: int, now: int, txn: str) -> dict[str, Column]:
+    """What an in-place claim sets: on pending rows ``owner``, delivery time ``now`` and ``steps`` more
+    deliveries; on consumer rows seen and active ``now``; on each group head of ``heads`` its version
+    plus one, guarded: a head whose version moved since it was read aborts the UPDATE as a lost race."""
+    kind = F.col(C.ROW_KIND)
+    is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
+    # Partition IDs are hex digests and versions integers: one SQL map, one py4j call for any fleet.
+    expected = ", ".join(f"'{group_partition(g.key, g.name)}', {g.version}" for g in heads)
+    version = F.col(C.VERSION)
+    guarded = F.when(version == F.expr(f"map({expected})[{C.PARTITION_ID}]"), version + 1).otherwise(
+        stale_snapshot_error().cast(LongType())
+    )
+    at_now = F.lit(now).cast(LongType())
+    return {
+        C.OWNER: F.when(is_pending, owner).otherwise(F.col(C.OWNER)),
+        C.DELIVERY_COUNT: F.when(is_pending, F.col(C.DELIVERY_COUNT) + steps).otherwise(F.col(C.DELIVERY_COUNT)),
+        C.DELIVERY_TIME_MS: F.when(is_pending, at_now).otherwise(F.col(C.DELIVERY_TIME_MS)),
+        C.SEEN_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.SEEN_TIME_MS)),
+        C.ACTIVE_TIME_MS: F.when(is_consumer, at_now).otherwise(F.col(C.ACTIVE_TIME_MS)),
+        C.VERSION: F.when(is_group, guarded).otherwise(version),
+        C.TXN: F.lit(txn),
+    }
+
+
+def claim_in_place(
+    runner: Runner, selection: StaleSelection, owners: Sequence[str], just_id: bool
+) -> BatchClaim | None:
+    """``claim_stale`` without a MERGE: one count, then one UPDATE of the stale rows where they lie.
+
+    New owners a group lacks are created first, in a commit of their own (a crash after it leaves an
+    idle consumer, as XGROUP CREATECONSUMER would). A selection that meets entries deleted from their
+    stream returns None: the MERGE path purges them, as XAUTOCLAIM does.
+    """
+
+    def attempt(_: int) -> tuple[InPlaceDecision, int | None, str]:
+        decided: list[InPlaceDecision] = []
+
+        def decide(ctx: Context) -> None:
+            decision = decide_in_place(ctx, selection, owners)
+            decided[:] = [decision]
+            if decision.purges:
+                return
+            for pair, names in sorted(decision.missing_consumers.items()):
+                group = decision.groups[pair]
+                put_group(ctx, group, group)
+                for name in sorted(names):
+                    touch_consumer(ctx, *pair, name)
+
+        runner.transact("CLAIM STALE CONSUMERS", decide, policy=_ONE_ATTEMPT)
+        decision = decided[0]
+        if decision.purges or not decision.claimed_pairs:
+            return decision, None, ""
+        if decision.missing_consumers:
+            # The consumers' commit bumped those heads; it was guarded, so nothing else moved them.
+            bumped = {
+                pair: replace(decision.groups[pair], version=decision.groups[pair].version + 1)
+                for pair in decision.missing_consumers
+            }
+            decision = replace(decision, groups={**decision.groups, **bumped})
+        txn: list[str] = []
+
+        def rewrite(ctx: Context) -> None:
+            txn[:] = [ctx.txn]
+            pairs = decision.claimed_pairs
+            update = _in_place_update(decision, selection, owners, just_id, ctx.txn)
+            ctx.plan.set_update(update, *(group_partition(*pair) for pair in pairs))
+
+        runner.transact("CLAIM STALE", rewrite, policy=_ONE_ATTEMPT)
+        return decision, runner.last_commit_version, txn[0]
+
+    outcome, attempts = run_with_retries(reraising_lost_race(attempt), runner.retry_policy, "CLAIM STALE")
+    decision, version, txn = outcome
+    if decision.purges:
+        return None
+    if version is None:
+        return BatchClaim(runner.snapshot().frame().limit(0), {}, None, attempts)
+    pairs = decision.claimed_pairs
+    counts = {pair: decision.counts[pair] for pair in pairs}
+    _check_in_place_commit(runner, version, decision)
+    claimed = claimed_frame(runner.table_at(version), [group_partition(*pair) for pair in pairs], txn)
+    return BatchClaim(claimed, counts, version, attempts)
+
+
+def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision) -> None:
+    """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows)."""
+    pairs = decision.claimed_pairs
+    expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
+    expected += sum(len(decision.winners[pair]) for pair in pairs)
+    metrics = commit_metrics(runner.session(), runner.state_path, version)
+    # Delta's UPDATE counts numUpdatedRows; on Spark Connect the update is a MERGE (delta_io.update_in_place).
+    updated = metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated"))
+    if updated != expected:
+        raise RuntimeError(
+            f"CLAIM STALE committed version {version} updating {updated} rows where it decided {expected} "
+            "(claimed entries, group heads and new owners' consumer rows); the table's history shows the commit"
+        )

@@ -1,0 +1,37 @@
+"""The recovery job beyond Redis: claim every stale pending entry of many groups, dead-letter the poison ones.
+
+``recover_stale(store, RecoveryOptions(...))`` runs it (docs/RECOVERY.md). The package holds the report
+(report.py), what a round does to each entry and the MERGE rows that do it (plan.py), the dead-letter
+copies (dead_letters.py), and the run with its claim commits and run log (run.py).
+"""
+
+from __future__ import annotations
+
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.fleet.recovery.report import (
+    FAILED,
+    PARTIAL,
+    SUCCEEDED,
+    GroupReport,
+    RecoveryFailedError,
+    RecoveryReport,
+    RecoverySelectionError,
+    describe,
+)
+from streamclaim_spark.fleet.recovery.run import MAX_CLAIM_ROUNDS, RecoveryStore, recover_stale, select_groups
+
+__all__ = [
+    "FAILED",
+    "MAX_CLAIM_ROUNDS",
+    "PARTIAL",
+    "SUCCEEDED",
+    "GroupReport",
+    "RecoveryFailedError",
+    "RecoveryOptions",
+    "RecoveryReport",
+    "RecoverySelectionError",
+    "RecoveryStore",
+    "describe",
+    "recover_stale",
+    "select_groups",
+]

@@ -1,0 +1,123 @@
+"""A recovery run's dead letters: copy the poison entries out, find the copies to take back, withdraw them.
+
+Copy first, acknowledge second (the claim commit acknowledges the copies still exactly as copied): a
+crash between the two leaves the entry pending, so the next run copies it again (a duplicate dead
+letter) but no entry is ever lost. A copy whose entry changed before the acknowledgement is withdrawn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.engine.runner import Runner
+from streamclaim_spark.engine.transaction import committed_version, run_with_retries
+from streamclaim_spark.fleet.claims.owners import Pair
+from streamclaim_spark.fleet.claims.selection import pending_with_fields
+from streamclaim_spark.fleet.recovery.plan import COPY_ID, COPY_KEY, OWNER_KEY, entries_of, pending_of, with_owner_key
+from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
+from streamclaim_spark.state.delta_io import committing, merge_into
+from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.snapshot import Snapshot
+from streamclaim_spark.state.tables import ensure_dead_letter_table, table_path
+
+# The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
+log = logging.getLogger("streamclaim_spark.fleet.recovery")
+
+_PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
+
+
+def copy_dead_letters(
+    runner: Runner, path: str, snapshot: Snapshot, pairs: list[Pair], options: RecoveryOptions, now: int, run_id: str
+) -> dict[Pair, int]:
+    """Appends every poison entry of the groups, as ``snapshot`` shows it, to the store's ``dead_letters``.
+
+    Returns how many each group had. The poison filter comes first, so Delta skips every file whose
+    delivery counts stay within ``max_deliveries`` (usually all of them) before anything is joined.
+    """
+    poison = pending_of(snapshot, pairs).where(
+        (F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms))
+        & (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries))
+    )
+    counts = {
+        (row[C.STREAM], row[C.GROUP]): row["count"] for row in poison.groupBy(C.STREAM, C.GROUP).count().collect()
+    }
+    if not counts:
+        return {}
+    entries = entries_of(snapshot, list(counts)).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
+    rows = pending_with_fields(poison, entries, [C.STREAM, C.ID_MS, C.ID_SEQ]).select(
+        F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
+    )
+    session = runner.session()
+    table = ensure_dead_letter_table(session, path)
+    rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(table)
+    log.info(
+        "dead letters copied: %d entries of %d group(s) (dead_letters version %d)",
+        sum(counts.values()),
+        len(counts),
+        committed_version(session),
+    )
+    return counts
+
+
+def run_copies(runner: Runner, path: str, run_id: str) -> DataFrame:
+    """This run's dead letters, keyed as ``plan.classify`` joins them."""
+    table = table_path(path, C.DEAD_LETTER_TABLE_DIR)
+    copies = runner.session().read.format("delta").load(table).where(F.col("run_id") == F.lit(run_id))
+    return copies.select(C.STREAM, C.GROUP, F.col("id").alias(COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS)
+
+
+def pairs_only(session: SparkSession, frame: DataFrame, pairs: Iterable[Pair]) -> DataFrame:
+    """``frame``'s rows of the given (stream, group) pairs."""
+    wanted = json_frame(session, [{C.STREAM: key, C.GROUP: group} for key, group in pairs], _PAIR_SCHEMA)
+    return frame.join(F.broadcast(wanted), [C.STREAM, C.GROUP], "left_semi")
+
+
+def unmatched_copies(runner: Runner, copies: DataFrame, pairs: list[Pair], read_version: int) -> DataFrame:
+    """The groups' copies whose entry the round found changed (acknowledged or claimed by others)."""
+    partitions = [group_partition(*pair) for pair in pairs]
+    pending = (
+        runner.table_at(read_version)
+        .where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+        .select(
+            C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias(COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
+        )
+    )
+    unmatched = with_owner_key(pairs_only(runner.session(), copies, pairs))
+    return unmatched.join(with_owner_key(pending).drop(C.OWNER), COPY_KEY, "left_anti").drop(OWNER_KEY)
+
+
+def withdraw_copies(runner: Runner, path: str, run_id: str, frames: list[DataFrame]) -> None:
+    """Deletes this run's copies of entries it did not acknowledge (they are still, or again, in use)."""
+    unmatched = frames[0]
+    for frame in frames[1:]:
+        unmatched = unmatched.unionByName(frame)
+    unmatched = unmatched.select(C.STREAM, C.GROUP, COPY_ID).distinct()
+    sample = [f"{row[C.STREAM]}/{row[C.GROUP]} {row[COPY_ID]}" for row in unmatched.limit(10).collect()]
+    log.warning(
+        "dead-lettered entries changed before the acknowledgement; withdrawing their copies: %s", ", ".join(sample)
+    )
+    table = table_path(path, C.DEAD_LETTER_TABLE_DIR)
+    condition = (
+        (F.col(f"{TARGET}.run_id") == F.lit(run_id))
+        & (F.col(f"{TARGET}.{C.STREAM}") == F.col(f"s.{C.STREAM}"))
+        & (F.col(f"{TARGET}.{C.GROUP}") == F.col(f"s.{C.GROUP}"))
+        & (F.col(f"{TARGET}.id") == F.col(f"s.{COPY_ID}"))
+    )
+
+    def delete(_: int) -> None:
+        session = runner.session()
+        with committing(session):
+            session.conf.set("spark.databricks.delta.commitInfo.userMetadata", f"DEAD LETTER WITHDRAW {run_id}")
+            merge_into(session, table, unmatched, condition).whenMatched().delete().merge()
+
+    run_with_retries(delete, runner.retry_policy, "DEAD LETTER WITHDRAW")

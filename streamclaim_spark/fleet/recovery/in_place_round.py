@@ -1,0 +1,78 @@
+"""Recovery claims without a MERGE: a round's stale entries claimed where they lie by one Delta UPDATE.
+
+The groups of a round that only claim — nothing to acknowledge as dead-lettered, nothing to purge — to
+the one recovery consumer (``assign="consumer"``) have their rows rewritten in place, as ``claim_stale``
+does: the MERGE joined every claimed row with its target and rewrote it through the join (10,000
+groups, 1M entries: 17.4 s of a 29.3 s run, docs/BENCHMARKS.md). An UPDATE cannot insert, so the
+round's MERGE (which applies its other groups) first creates the recovery consumer where one of them
+lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import functions as F
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.model import GroupMeta
+from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.engine.transaction import InPlaceUpdate
+from streamclaim_spark.fleet.claims.in_place import claim_assignments
+from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
+from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, PURGE
+from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.snapshot import Snapshot
+
+# Claims below which a round stays one MERGE: the UPDATE is a second commit (a third when the recovery
+# consumer is new), about 1.5 s each here, and rewrites rows faster only in bulk (10,000 groups of 100
+# entries: claim commit 17.4 s -> 5.3 s; 1,000 groups: run 25.9 s -> 22.0 s; docs/BENCHMARKS.md).
+MIN_CLAIMS = 100_000
+
+
+def claims_only(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
+    """The groups among ``changed`` to claim in place: their writes are claims to the recovery consumer
+    only (nothing to acknowledge or purge, ``assign="consumer"``), and at least MIN_CLAIMS in all."""
+    if options.assign != "consumer":
+        return []
+    only = [pair for pair in changed if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
+    return only if sum(tallies[pair].outcomes[CLAIM] for pair in only) >= MIN_CLAIMS else []
+
+
+def missing_consumers(snapshot: Snapshot, changed: Sequence[Pair], consumer: str) -> list[Pair]:
+    """The groups among ``changed`` that have no consumer named ``consumer`` yet (one query)."""
+    rows = (
+        snapshot.frame()
+        .where(
+            in_partitions([group_partition(*pair) for pair in changed])
+            & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
+            & (F.col(C.CONSUMER) == consumer)
+        )
+        .select(C.STREAM, C.GROUP)
+        .collect()
+    )
+    present = {(row[C.STREAM], row[C.GROUP]) for row in rows}
+    return [pair for pair in changed if pair not in present]
+
+
+def claim_update(heads: Mapping[Pair, GroupMeta], options: RecoveryOptions, now: int, txn: str) -> InPlaceUpdate:
+    """One UPDATE that claims the groups' stale entries to the recovery consumer, as the MERGE would.
+
+    Selects exactly what classification calls CLAIM when there is nothing to acknowledge or purge:
+    stale pending rows, minus the poison ones when dead-lettering. Each claimed entry gets the recovery
+    consumer, delivery time ``now`` and one more delivery; the consumer is seen and active ``now``; each
+    head's version moves on, guarded on ``heads`` (as read, or as the round's MERGE left them),
+    so a group written since the decision makes the UPDATE a lost race.
+    """
+    partitions = [group_partition(*pair) for pair in sorted(heads)]
+    kind = F.col(C.ROW_KIND)
+    is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
+    claimed = is_pending & (F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms))
+    if options.dead_letter:
+        claimed = claimed & (F.col(C.DELIVERY_COUNT) <= F.lit(options.max_deliveries))
+    condition = in_partitions(partitions) & (
+        claimed | is_group | (is_consumer & (F.col(C.CONSUMER) == F.lit(options.consumer)))
+    )
+    assignments = claim_assignments((head for _, head in sorted(heads.items())), F.lit(options.consumer), 1, now, txn)
+    return InPlaceUpdate(condition, assignments)

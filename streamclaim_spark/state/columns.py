@@ -1,0 +1,129 @@
+"""Spark expressions over the state table's ID columns, and decoders of its rows into ``model`` values.
+
+Stream IDs are stored shifted by 2**63 (``ids.to_stored``) in two signed columns, so these helpers are
+the one place that compares, renders and decodes them: as Column conditions that keep Delta's file
+skipping, as ``ms-seq`` text, and as ``StreamId``/``Entry``/``PendingEntry`` values from collected rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pyspark.sql import Column, Row
+from pyspark.sql import functions as F
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import STORED_OFFSET, StreamId, from_stored, to_stored
+from streamclaim_spark.core.model import Entry, PendingEntry, Scan
+
+# A state-table row: as Spark collects it, or as a dict (model's row builders, a batch's rows in memory).
+StateRow = Row | Mapping[str, Any]
+
+
+def _id_columns(table: str) -> tuple[Column, Column]:
+    prefix = f"{table}." if table else ""
+    return F.col(prefix + C.ID_MS), F.col(prefix + C.ID_SEQ)
+
+
+def id_at_least(bound: StreamId, table: str = "") -> Column:
+    """Rows whose (id_ms, id_seq) is >= ``bound``; the id_ms conjunct lets Delta skip files.
+
+    ``table`` qualifies the columns with an alias (``"t"`` in a MERGE condition).
+    """
+    ms, seq = to_stored(bound.ms), to_stored(bound.seq)
+    id_ms, id_seq = _id_columns(table)
+    return (id_ms >= F.lit(ms)) & ((id_ms > F.lit(ms)) | (id_seq >= F.lit(seq)))
+
+
+def id_at_most(bound: StreamId, table: str = "") -> Column:
+    """Rows whose (id_ms, id_seq) is <= ``bound``."""
+    ms, seq = to_stored(bound.ms), to_stored(bound.seq)
+    id_ms, id_seq = _id_columns(table)
+    return (id_ms <= F.lit(ms)) & ((id_ms < F.lit(ms)) | (id_seq <= F.lit(seq)))
+
+
+def id_between(low: StreamId, high: StreamId, table: str = "") -> Column:
+    """Rows whose ID lies in [low, high]: the range Delta's min/max statistics skip files by."""
+    return id_at_least(low, table) & id_at_most(high, table)
+
+
+def id_in(ids: Iterable[StreamId], table: str = "") -> Column:
+    """Rows whose ID is one of ``ids``.
+
+    The [min, max] conjuncts let Delta skip files outside the IDs' range; the exact match is one SQL
+    expression (an ``IN`` list that Spark turns into a hash set), not a Column per ID, which would cost a
+    py4j call each for the thousand IDs an XAUTOCLAIM examines.
+    """
+    wanted = sorted(set(ids))
+    if not wanted:
+        return F.lit(False)
+    in_range = id_between(wanted[0], wanted[-1], table)
+    if len(wanted) == 1:
+        return in_range
+    prefix = f"{table}." if table else ""
+    pairs = ", ".join(f"({to_stored(i.ms)}L, {to_stored(i.seq)}L)" for i in wanted)
+    return in_range & F.expr(f"({prefix}{C.ID_MS}, {prefix}{C.ID_SEQ}) IN ({pairs})")
+
+
+def id_text(ms: str, seq: str) -> Column:
+    """Renders stored (shifted) ID columns as Redis' ``ms-seq`` text."""
+    offset = F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")
+    as_text = [(F.col(part).cast("decimal(20,0)") + offset).cast("decimal(20,0)").cast("string") for part in (ms, seq)]
+    return F.concat(as_text[0], F.lit("-"), as_text[1])
+
+
+# Redis' canonical ``ms-seq`` text, as ``id_text`` renders it: decimal parts with no leading zeros.
+_CANONICAL_ID = r"^(0|[1-9][0-9]{0,19})-(0|[1-9][0-9]{0,19})$"
+
+
+def stored_id_columns(text: Column) -> tuple[Column, Column]:
+    """Parses ``ms-seq`` text into stored (shifted) ID columns, the inverse of ``id_text``.
+
+    Both are null where ``text`` is not an ID as ``id_text`` renders one (leading zeros, a missing
+    sequence, a part past 2**64 - 1), so a join on them matches exactly the rows a join on the
+    rendered text would, without rendering every stored ID as text first.
+    """
+    parts = []
+    for group in (1, 2):
+        digits = F.regexp_extract(text, _CANONICAL_ID, group)
+        shifted = F.when(digits != "", digits.cast("decimal(20,0)") - F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))"))
+        parts.append(shifted.try_cast("bigint"))
+    return parts[0], parts[1]
+
+
+def stored_id(row: StateRow, ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
+    return StreamId(from_stored(row[ms]), from_stored(row[seq]))
+
+
+def entry_from_row(row: StateRow) -> Entry:
+    # bytes(): a BINARY value is bytes by default, but bytearray when a session turns off
+    # spark.sql.execution.pyspark.binaryAsBytes; entries are immutable either way.
+    return Entry(stored_id(row), tuple((bytes(pair["field"]), bytes(pair["value"])) for pair in row[C.FIELDS]))
+
+
+def pending_from_row(row: StateRow) -> PendingEntry:
+    return PendingEntry(stored_id(row), row[C.OWNER], row[C.DELIVERY_TIME_MS], row[C.DELIVERY_COUNT])
+
+
+def by_bytes(name: str) -> bytes:
+    """Redis orders consumers and groups bytewise."""
+    return name.encode()
+
+
+def scan_filter(scan: Scan) -> Column:
+    """The rows an ordered range read selects: its ID range, and its owner and delivery cutoff if any."""
+    condition = id_between(scan.low, scan.high)
+    if scan.owner is not None:
+        condition = condition & (F.col(C.OWNER) == scan.owner)
+    if scan.delivered_at_or_before is not None:
+        condition = condition & (F.col(C.DELIVERY_TIME_MS) <= scan.delivered_at_or_before)
+    return condition
+
+
+def any_of(conditions: Sequence[Column]) -> Column:
+    """The disjunction of ``conditions`` (at least one)."""
+    combined = conditions[0]
+    for condition in conditions[1:]:
+        combined = combined | condition
+    return combined

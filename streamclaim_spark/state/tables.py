@@ -1,0 +1,275 @@
+"""Creates and opens the store's Delta tables. No other module writes DDL."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.state.conflicts import is_lost_race
+from streamclaim_spark.state.delta_io import (
+    create_table,
+    has_delta_log,
+    is_delta_table,
+    not_a_table_error,
+    table_schema,
+)
+from streamclaim_spark.state.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
+
+# Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
+STATE_TABLE_PROPERTIES = {
+    # Off: with deletion vectors enabled every read costs one more Spark job (Delta lists all files to
+    # find their vectors), and capped files make rewriting the touched file cheap (docs/DESIGN.md).
+    "delta.enableDeletionVectors": "false",
+    # Each command commits a few small files; compaction after commits keeps reads fast.
+    "delta.autoOptimize.autoCompact": "true",
+    # Statistics only on the columns commands filter on: partitions (many share a bucket), IDs, kinds,
+    # names, delivery times.
+    "delta.dataSkippingStatsColumns": ",".join(
+        [
+            *(C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ),
+            *(C.CONSUMER, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT),
+        ]
+    ),
+}
+
+
+def table_path(store_path: str, table_dir: str) -> str:
+    return store_path.rstrip("/") + "/" + table_dir
+
+
+def ensure_state_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the state table under ``store_path`` unless it exists; returns its path.
+
+    Two processes opening a new store at once may both try to create it; the loser sees Delta's
+    conflict (or the other's table) and simply uses the table that won. A table of an older layout is
+    refused with StoreLayoutError, which names ``upgrade_layout``.
+    """
+    path = table_path(store_path, C.STATE_TABLE_DIR)
+    _ensure_table(spark, path, STATE_SCHEMA, STATE_TABLE_PROPERTIES, partition_by=C.BUCKET)
+    schema = table_schema(spark, path)
+    if C.BUCKET not in schema.names:
+        _refuse_old_layout(store_path, "the layout from before buckets (one Delta partition per stream and per group)")
+    if _holds_text_fields(schema):
+        _refuse_old_layout(store_path, "entries' field names and values as strings (before binary payloads)")
+    return path
+
+
+def _refuse_old_layout(store_path: str, what: str) -> None:
+    raise StoreLayoutError(
+        f"the store at {store_path} keeps {what}; stop every writer and run "
+        f"streamclaim_spark.state.tables.upgrade_layout(spark, {store_path!r}) once, then open it again"
+    )
+
+
+def _holds_text_fields(schema: StructType) -> bool:
+    """True when the table's ``fields`` column holds string pairs (stores made before binary payloads)."""
+    if C.FIELDS not in schema.names:
+        return False
+    return schema[C.FIELDS].dataType != ArrayType(FIELD_PAIR)
+
+
+def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
+    """``frame``'s columns in ``schema``'s order and types (string fields cast to their UTF-8 bytes)."""
+    return frame.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
+
+
+class StoreLayoutError(StreamclaimError, RuntimeError):
+    """Raised when a store's state table has an older layout than this version reads and writes."""
+
+
+def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
+    """Rewrites a store's tables made by an older version into today's layout; False if they have it.
+
+    Two upgrades, each one commit per table: a state table from before buckets gains the ``bucket``
+    column and is partitioned by it; tables from before binary payloads (the state table and the
+    dead-letter table) get their string field names and values as their UTF-8 bytes. Every row keeps its
+    values. Readers see the old or the new table, never a mix; writers that commit meanwhile make it fail
+    (run it again), or are lost if they started before it: stop them first.
+    """
+    path = table_path(store_path, C.STATE_TABLE_DIR)
+    table = spark.read.format("delta").load(path)
+    before_buckets = C.BUCKET not in table.columns
+    upgraded = False
+    if before_buckets or _holds_text_fields(table.schema):
+        if before_buckets:
+            table = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
+        (
+            _conformed(table, STATE_SCHEMA)
+            .repartition(C.BUCKET)
+            .write.format("delta")
+            .mode("overwrite")
+            .option("overwriteSchema", "true")
+            .partitionBy(C.BUCKET)
+            .save(path)
+        )
+        settings = ", ".join(f"'{key}' = '{value}'" for key, value in STATE_TABLE_PROPERTIES.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+        upgraded = True
+    dead_letters = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
+    if is_delta_table(spark, dead_letters):
+        copies = spark.read.format("delta").load(dead_letters)
+        if _holds_text_fields(copies.schema):
+            (
+                _conformed(copies, DEAD_LETTER_SCHEMA)
+                .write.format("delta")
+                .mode("overwrite")
+                .option("overwriteSchema", "true")
+                .save(dead_letters)
+            )
+            upgraded = True
+    return upgraded
+
+
+# --- the recovery job's companion tables ---------------------------------------------------------------
+
+# One row per entry the recovery job dead-lettered: the entry as it was when its delivery count ran out.
+DEAD_LETTER_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType(), nullable=False),  # the recovery run that copied it
+        StructField("dead_lettered_at", TimestampType(), nullable=False),
+        StructField(C.STREAM, StringType(), nullable=False),
+        StructField(C.GROUP, StringType(), nullable=False),
+        StructField("id", StringType(), nullable=False),  # "ms-seq"
+        StructField(C.OWNER, StringType()),  # the last consumer that owned it
+        StructField(C.DELIVERY_COUNT, LongType()),
+        StructField(C.DELIVERY_TIME_MS, LongType()),  # its last delivery, Unix ms
+        StructField(C.FIELDS, ArrayType(FIELD_PAIR)),  # null when the stream entry had been deleted
+    ]
+)
+
+# What one recovery run did to one consumer group.
+# Delta cannot enforce NOT NULL inside arrays, so these fields are nullable.
+RECOVERY_GROUP_SCHEMA = StructType(
+    [
+        StructField(C.STREAM, StringType()),
+        StructField(C.GROUP, StringType()),
+        StructField("scanned", LongType()),  # pending entries examined
+        StructField("stale", LongType()),  # of those, idle at least min_idle
+        StructField("claimed", LongType()),
+        StructField("purged", LongType()),  # pending entries whose stream entry was deleted
+        StructField("dead_lettered", LongType()),
+        StructField("dead_letters_withdrawn", LongType()),  # copies undone: entry changed meanwhile
+        StructField("conflicts_retried", LongType()),  # commits re-run after losing a race
+        StructField("owners", ArrayType(StringType())),  # consumers the entries were claimed to
+    ]
+)
+
+# One row per recovery run (dry runs change nothing and write none).
+RECOVERY_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType(), nullable=False),
+        StructField("started_at", TimestampType(), nullable=False),
+        StructField("ended_at", TimestampType(), nullable=False),
+        StructField("status", StringType(), nullable=False),  # "succeeded" or "failed"
+        StructField("error", StringType()),
+        StructField("min_idle_ms", LongType(), nullable=False),
+        StructField("assign", StringType(), nullable=False),
+        StructField("max_deliveries", LongType()),  # null when dead-lettering was off
+        StructField("scanned", LongType(), nullable=False),
+        StructField("claimed", LongType(), nullable=False),
+        StructField("dead_lettered", LongType(), nullable=False),
+        StructField("conflicts_retried", LongType(), nullable=False),
+        StructField("groups", ArrayType(RECOVERY_GROUP_SCHEMA), nullable=False),
+        # "multi-writer", or "single-writer" when the store was opened on that promise (docs/DEPLOY.md);
+        # null in rows written before the column existed.
+        StructField("writer_mode", StringType()),
+    ]
+)
+
+RECOVERY_RUNS_TABLE_PROPERTIES = {
+    # The run log is history: rows are appended, never changed.
+    "delta.appendOnly": "true",
+}
+
+
+def ensure_dead_letter_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's dead-letter table unless it exists; returns its path (StoreLayoutError for
+    a table from before binary payloads)."""
+    path = _ensure_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR), DEAD_LETTER_SCHEMA, {})
+    if _holds_text_fields(table_schema(spark, path)):
+        _refuse_old_layout(store_path, "dead letters' field names and values as strings (before binary payloads)")
+    return path
+
+
+def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's recovery-run log unless it exists; returns its path."""
+    path = table_path(store_path, C.RECOVERY_RUNS_TABLE_DIR)
+    return _ensure_table(spark, path, RECOVERY_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
+
+
+# A concurrent creator is waited out for up to 0.2 + 0.4 + ... + 1.2 s = 4.2 s.
+CREATE_TABLE_ATTEMPTS = 6
+# What creating a table raises while another creator is part-way (see _ensure_table).
+CONCURRENT_CREATE_ERRORS = ("DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION", "DELTA_TABLE_NOT_FOUND")
+# What SQL's CREATE TABLE says of a location that is not empty.
+_ALREADY_EXISTS = "TABLE_OR_VIEW_ALREADY_EXISTS"
+# Creators in one process take turns, so threads of one driver (two recovery runs) never race;
+# creators in other processes are waited out as above.
+_CREATE_LOCK = threading.Lock()
+
+
+def _ensure_table(
+    spark: SparkSession,
+    path: str,
+    schema: StructType,
+    properties: dict[str, str],
+    partition_by: str | None = None,
+) -> str:
+    """Creates a Delta table at ``path`` unless it exists, tolerating a concurrent creator.
+
+    Two creators racing on one location (two recovery runs writing their first dead letter) see each
+    other as a commit conflict, "already exists", or, while the other is part-way, a ``_delta_log``
+    folder with no commit yet (DELTA_TABLE_NOT_FOUND) or a first commit that appeared after this
+    command's analysis (DELTA_CREATE_TABLE_WITH_NON_EMPTY_LOCATION). All are waited out; a location
+    that still is not a Delta table after the last wait raises the last error (a folder of other
+    files, or a ``_delta_log`` a crashed creator left empty, is the user's to move).
+    """
+    with _CREATE_LOCK:
+        return _create_table(spark, path, schema, properties, partition_by)
+
+
+def _create_table(
+    spark: SparkSession, path: str, schema: StructType, properties: dict[str, str], partition_by: str | None
+) -> str:
+    last_error: Exception | None = None
+    for attempt in range(CREATE_TABLE_ATTEMPTS):
+        if is_delta_table(spark, path):
+            return path
+        try:
+            create_table(spark, path, schema, properties, partition_by)
+            return path
+        except Exception as error:
+            if not _is_concurrent_create(error):
+                raise
+            last_error = error
+            if _ALREADY_EXISTS in str(error):
+                # SQL's CREATE says only that the location is taken: by a table (now complete), by a
+                # creator mid-way, or by other files, which no wait will change.
+                found = not_a_table_error(spark, path)
+                if found is None:
+                    return path
+                if not has_delta_log(spark, path):
+                    raise found from None
+                last_error = found
+            _wait_for_other_creator(0.2 * (attempt + 1))
+    if is_delta_table(spark, path):
+        return path
+    assert last_error is not None
+    raise last_error
+
+
+def _wait_for_other_creator(seconds: float) -> None:
+    """Sleeps between creation attempts (its own function, so tests can stand in for the other creator)."""
+    time.sleep(seconds)
+
+
+def _is_concurrent_create(error: Exception) -> bool:
+    """True when ``error`` is what creating a table looks like while another creator is mid-way."""
+    text = str(error)
+    return is_lost_race(error) or "already exists" in text.lower() or any(e in text for e in CONCURRENT_CREATE_ERRORS)

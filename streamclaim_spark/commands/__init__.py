@@ -1,34 +1,41 @@
 """Dispatches Redis argv to the command parsers and shapes their results into replies.
 
-Each handler follows one pattern: arity check (as Redis' command table does), parse, run inside a
-store transaction, shape the reply. Handlers never hold logic of their own beyond that.
+Each handler follows one pattern: the table's checks (``spec.COMMANDS``: known name, arity, subcommand),
+parse, run inside a store transaction, shape the reply. Every handler parses before its transaction, so a
+retried transaction never parses again; where Redis reports NOGROUP before an argument error (XCLAIM),
+the parse error is carried into the transaction and raised once the group is known to exist. The one
+handler with more than that shape is the blocking read, whose wait loop lives in ``blocking.py``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.commands import claim, groups, nack, pending, reading, references, streams, trimming
-from streamclaim_spark.commands.args import check_arity, check_subcommand, is_token, require_text
-from streamclaim_spark.core.replies import OK, Status, entries_reply, entry_reply
+from streamclaim_spark.commands.args import require_text
+from streamclaim_spark.commands.blocking import read_with_block, resolve_dollar
+from streamclaim_spark.commands.spec import COMMANDS
+from streamclaim_spark.core.replies import OK, Status, entries_reply
 from streamclaim_spark.errors import SYNTAX, ReplyError, unknown_command
+
+__all__ = ["dispatch", "touched", "validate"]
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
 
 Handler = Callable[["Runner", Sequence[str]], Any]
-_HANDLERS: dict[str, tuple[int, Handler, bool]] = {}
+_HANDLERS: dict[str, Handler] = {}
 
 
-def command(name: str, arity: int, *, payload: bool = False) -> Callable[[Handler], Handler]:
-    """Registers a handler. Its argv must be UTF-8 text (args.require_text) unless ``payload``: such a
-    command takes field names and values as any bytes, and checks the rest of its argv as it parses."""
+def command(name: str) -> Callable[[Handler], Handler]:
+    """Registers the handler of a command of the table (``spec.COMMANDS``)."""
+    if name not in COMMANDS:
+        raise AssertionError(f"{name!r} has no row in commands/spec.py's table")
 
     def register(handler: Handler) -> Handler:
-        _HANDLERS[name] = (arity, handler, payload)
+        _HANDLERS[name] = handler
         return handler
 
     return register
@@ -45,23 +52,20 @@ def validate(argv: Sequence[str]) -> str:
     if not argv:
         raise unknown_command("", [])
     name = argv[0].lower()
-    if name not in _HANDLERS:
+    if name not in COMMANDS:
         raise unknown_command(argv[0], list(argv[1:]))
-    check_arity(argv, _HANDLERS[name][0], name)
-    if name in _SUBCOMMAND_ARITY:
-        check_subcommand(argv, _SUBCOMMAND_ARITY[name])
+    COMMANDS[name].check(argv)
     return name
 
 
 def dispatch(runner: Runner, argv: Sequence[str], cancelled: Callable[[], bool] | None = None) -> Any:
     """Runs one command; ``cancelled`` lets a caller end a BLOCK wait early (it is polled between reads)."""
     name = validate(argv)
-    _, handler, payload = _HANDLERS[name]
-    if not payload:
+    if not COMMANDS[name].payload:
         require_text(argv)
     token = _CANCELLED.set(cancelled)
     try:
-        return handler(runner, argv)
+        return _HANDLERS[name](runner, argv)
     finally:
         _CANCELLED.reset(token)
 
@@ -93,76 +97,66 @@ def touched(argv: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
     return []
 
 
-def command_names() -> list[str]:
-    """The data commands ``dispatch`` knows, lowercase (the server adds its connection commands)."""
-    return sorted(_HANDLERS)
-
-
-def command_arity(name: str) -> int:
-    """Redis' arity of a data command (positive: exact argc, negative: at least)."""
-    return _HANDLERS[name][0]
-
-
-@command("xadd", -5, payload=True)
+@command("xadd")
 def _xadd(runner: Runner, argv: Sequence[str]) -> Any:
     request = streams.parse_xadd(argv)
     new_id = runner.transact("XADD", lambda ctx: streams.run_xadd(ctx, request))
     return None if new_id is None else str(new_id)
 
 
-@command("xrange", -4)
+@command("xrange")
 def _xrange(runner: Runner, argv: Sequence[str]) -> Any:
     request = streams.parse_xrange(argv, reverse=False)
     entries = runner.transact("XRANGE", lambda ctx: streams.run_xrange(ctx, request))
     return None if entries is None else entries_reply(entries)
 
 
-@command("xrevrange", -4)
+@command("xrevrange")
 def _xrevrange(runner: Runner, argv: Sequence[str]) -> Any:
     request = streams.parse_xrange(argv, reverse=True)
     entries = runner.transact("XREVRANGE", lambda ctx: streams.run_xrange(ctx, request))
     return None if entries is None else entries_reply(entries)
 
 
-@command("xlen", 2)
+@command("xlen")
 def _xlen(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XLEN", lambda ctx: streams.run_xlen(ctx, argv[1]))
 
 
-@command("xdel", -3)
+@command("xdel")
 def _xdel(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XDEL", lambda ctx: streams.run_xdel(ctx, argv[1], argv[2:]))
 
 
-@command("xtrim", -4)
+@command("xtrim")
 def _xtrim(runner: Runner, argv: Sequence[str]) -> Any:
     trim = trimming.parse_xtrim(argv)
     return runner.transact("XTRIM", lambda ctx: trimming.run_xtrim(ctx, argv[1], trim))
 
 
-@command("xsetid", -3)
+@command("xsetid")
 def _xsetid(runner: Runner, argv: Sequence[str]) -> Any:
     request = streams.parse_xsetid(argv)
     return runner.transact("XSETID", lambda ctx: streams.run_xsetid(ctx, request))
 
 
-@command("del", -2)
+@command("del")
 def _del(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("DEL", lambda ctx: streams.run_del(ctx, argv[1:]))
 
 
-@command("exists", -2)
+@command("exists")
 def _exists(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("EXISTS", lambda ctx: streams.run_exists(ctx, argv[1:]))
 
 
-@command("type", 2)
+@command("type")
 def _type(runner: Runner, argv: Sequence[str]) -> Any:
     exists = runner.transact("TYPE", lambda ctx: streams.run_exists(ctx, argv[1:]))
     return Status("stream") if exists else Status("none")
 
 
-@command("dbsize", 1)
+@command("dbsize")
 def _dbsize(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("DBSIZE", lambda ctx: len(ctx.snapshot.all_streams()))
 
@@ -175,118 +169,71 @@ def _flush(runner: Runner, argv: Sequence[str]) -> Any:
     return OK
 
 
-command("flushdb", -1)(_flush)
-command("flushall", -1)(_flush)
+command("flushdb")(_flush)
+command("flushall")(_flush)
 
 
-@command("xgroup", -2)
+@command("xgroup")
 def _xgroup(runner: Runner, argv: Sequence[str]) -> Any:
     request = groups.parse_xgroup_options(argv)
     return runner.transact("XGROUP", lambda ctx: groups.run_xgroup(ctx, request))
 
 
-@command("xinfo", -2)
+@command("xinfo")
 def _xinfo(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XINFO", lambda ctx: groups.run_xinfo(ctx, argv))
 
 
-@command("xack", -4)
+@command("xack")
 def _xack(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XACK", lambda ctx: pending.run_xack(ctx, argv[1], argv[2], argv[3:]))
 
 
-@command("xackdel", -6)
+@command("xackdel")
 def _xackdel(runner: Runner, argv: Sequence[str]) -> Any:
     request = references.parse_ackdel_tail(argv[3:])
     return runner.transact("XACKDEL", lambda ctx: references.run_xackdel(ctx, argv[1], argv[2], request))
 
 
-@command("xdelex", -5)
+@command("xdelex")
 def _xdelex(runner: Runner, argv: Sequence[str]) -> Any:
     request = references.parse_ackdel_tail(argv[2:])
     return runner.transact("XDELEX", lambda ctx: references.run_xdelex(ctx, argv[1], request))
 
 
-@command("xnack", -7)
+@command("xnack")
 def _xnack(runner: Runner, argv: Sequence[str]) -> Any:
     return runner.transact("XNACK", lambda ctx: nack.run_xnack(ctx, argv[1], argv[2], argv[3:]))
 
 
-@command("xpending", -3)
+@command("xpending")
 def _xpending(runner: Runner, argv: Sequence[str]) -> Any:
     request = pending.parse_xpending(argv)
     return runner.transact("XPENDING", lambda ctx: pending.run_xpending(ctx, request))
 
 
-_SUBCOMMAND_ARITY = {"xgroup": groups.XGROUP_ARITY, "xinfo": groups.XINFO_ARITY}
-
-# How often a blocked read looks for new entries (BLOCK polls; see docs/DESIGN.md).
-BLOCK_POLL_INTERVAL_S = 0.1
-
-
-@command("xreadgroup", -7)
+@command("xreadgroup")
 def _xreadgroup(runner: Runner, argv: Sequence[str]) -> Any:
     request = reading.parse_read(argv)
-    return _read_with_block(runner, "XREADGROUP", request, reading.run_xreadgroup)
+    return read_with_block(runner, "XREADGROUP", request, reading.run_xreadgroup, _CANCELLED.get())
 
 
-@command("xread", -4)
+@command("xread")
 def _xread(runner: Runner, argv: Sequence[str]) -> Any:
     request = reading.parse_read(argv)
     if request.block_ms is not None:
         request = resolve_dollar(runner, request)
-    return _read_with_block(runner, "XREAD", request, reading.run_xread)
+    return read_with_block(runner, "XREAD", request, reading.run_xread, _CANCELLED.get())
 
 
-def resolve_dollar(runner: Runner, request: reading.Read) -> reading.Read:
-    """A blocked XREAD waits for entries after the last ID at call time, as Redis rewrites ``$``
-    (``0-0`` for a missing key)."""
-    from dataclasses import replace
-
-    snapshot = runner.snapshot()
-    ids = []
-    for key, id_arg in zip(request.keys, request.id_args, strict=True):
-        meta = snapshot.stream(key) if is_token(id_arg, "$") else None
-        ids.append(str(meta.last_id) if meta is not None else ("0-0" if is_token(id_arg, "$") else id_arg))
-    return replace(request, id_args=tuple(ids))
-
-
-def _read_with_block(
-    runner: Runner,
-    operation: str,
-    request: reading.Read,
-    run: Callable[[Any, reading.Read], list[reading.StreamReply] | None],
-) -> Any:
-    started = time.monotonic()
-    served = runner.transact(operation, lambda ctx: run(ctx, request))
-    cancelled = _CANCELLED.get()
-    while served is None and request.block_ms is not None:
-        if request.block_ms and (time.monotonic() - started) * 1000 >= request.block_ms:
-            break
-        if cancelled is not None and cancelled():
-            break
-        time.sleep(BLOCK_POLL_INTERVAL_S)
-        if runner.transact(f"{operation} poll", lambda ctx: reading.has_new_entries(ctx, request)):
-            served = runner.transact(operation, lambda ctx: run(ctx, request))
-    if served is None:
-        return None
-    return [[key, [_read_item_reply(item) for item in items]] for key, items in served]
-
-
-def _read_item_reply(item: reading.ReadItem) -> list[Any]:
-    """``[id, fields]``, or under XREADGROUP CLAIM ``[id, fields, idle-ms, delivery-count]`` (integers)."""
-    entry_id, entry, claim_meta = item
-    reply = entry_reply(entry, entry_id)
-    return reply if claim_meta is None else [*reply, *claim_meta]
-
-
-@command("xclaim", -6)
+@command("xclaim")
 def _xclaim(runner: Runner, argv: Sequence[str]) -> Any:
-    result = runner.transact("XCLAIM", lambda ctx: claim.run_xclaim(ctx, argv))
+    request = claim.parse_xclaim_or_error(argv)
+    result = runner.transact("XCLAIM", lambda ctx: claim.claim_ids(ctx, argv[1], argv[2], argv[3], request))
     return claim.claimed_reply(result)
 
 
-@command("xautoclaim", -6)
+@command("xautoclaim")
 def _xautoclaim(runner: Runner, argv: Sequence[str]) -> Any:
     request = claim.parse_xautoclaim(argv)
     result = runner.transact("XAUTOCLAIM", lambda ctx: claim.run_xautoclaim(ctx, request))

@@ -3,7 +3,7 @@ line between text arguments (names, IDs, options) and payload arguments (field n
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from streamclaim_spark.core.integers import parse_ll
 from streamclaim_spark.errors import (
@@ -65,7 +65,7 @@ def check_arity(argv: Sequence[str], arity: int, fullname: str) -> None:
         raise wrong_arity(fullname)
 
 
-def check_subcommand(argv: Sequence[str], arities: dict[str, int]) -> str:
+def check_subcommand(argv: Sequence[str], arities: Mapping[str, int]) -> str:
     """Redis' container dispatch (XGROUP, XINFO, CLIENT, COMMAND ...): the unknown-subcommand error, then
     the subcommand's own arity; returns the subcommand lower-cased."""
     sub = argv[1].lower()

@@ -140,13 +140,13 @@ def autoclaim_reply(result: ClaimResult) -> list[Any]:
     return [str(result.cursor), claimed_reply(result), [str(i) for i in result.deleted]]
 
 
-def run_xclaim(ctx: Context, argv: Sequence[str]) -> ClaimResult:
-    """XCLAIM key group consumer min-idle id... [options]; NOGROUP is checked before parsing."""
+def parse_xclaim_or_error(argv: Sequence[str]) -> XClaim | ReplyError:
+    """XCLAIM key group consumer min-idle id... [options], parsed; an argument error is returned, not
+    raised, since Redis reports NOGROUP first: ``claim_ids`` raises it once the group is known to exist."""
     try:
-        request: XClaim | ReplyError = parse_xclaim(argv)
+        return parse_xclaim(argv)
     except ReplyError as error:
-        request = error
-    return claim_ids(ctx, argv[1], argv[2], argv[3], request)
+        return error
 
 
 def claim_ids(ctx: Context, key: str, group_name: str, consumer: str, request: XClaim | ReplyError) -> ClaimResult:
@@ -278,7 +278,7 @@ def run_xautoclaim(ctx: Context, request: XAutoClaim) -> ClaimResult:
         )
         writes.append(Write({**pending_key(key, group_name, entry_id), C.TXN: ctx.txn}, claim=claim))
     cursor = scanned[examined][0] if examined < len(scanned) else ZERO_ID
-    if claimed or deleted:  # nothing claimed or purged: nothing to commit (see run_xclaim)
+    if claimed or deleted:  # nothing claimed or purged: nothing to commit (see claim_ids)
         for write in writes:
             ctx.plan.add(write)
         if claimed:

@@ -66,8 +66,6 @@ XINFO_HELP = [
 ]
 
 # Arity of each container subcommand in Redis' command table.
-XGROUP_ARITY = {"create": -5, "setid": -5, "destroy": 4, "createconsumer": 5, "delconsumer": 5, "help": 2}
-XINFO_ARITY = {"stream": -3, "groups": 3, "consumers": 4, "help": 2}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from streamclaim_spark.commands import command_arity, command_names
 from streamclaim_spark.commands.args import check_subcommand
+from streamclaim_spark.commands.spec import COMMANDS, CommandSpec
 from streamclaim_spark.core.replies import OK, Status
 from streamclaim_spark.errors import (
     BAD_CLIENT_NAME,
@@ -93,19 +93,30 @@ class Quit(Exception):
 
 # --- connection-level commands -------------------------------------------------------------------------------
 
-# name -> (arity, handler); the handler gets the server, the client and the decoded argv.
+# The handler gets the server, the client and the decoded argv.
 _Handler = Callable[["Server", Client, list[str]], Any]
-CONNECTION_COMMANDS: dict[str, tuple[int, _Handler]] = {}
-# Commands a client may send before AUTH (Redis' CMDNO_AUTH).
-NO_AUTH = {"auth", "hello", "quit"}
-# Data commands that write (for COMMAND INFO's flags).
-_WRITE_COMMANDS = {"xadd", "xdel", "xtrim", "xsetid", "xgroup", "xack", "xclaim", "xautoclaim", "xreadgroup", "del"}
-_WRITE_COMMANDS |= {"flushdb", "flushall", "xackdel", "xdelex", "xnack"}
 
 
-def _connection_command(name: str, arity: int) -> Callable[[_Handler], _Handler]:
+@dataclass(frozen=True)
+class ConnectionCommand:
+    """A connection-level command: its row of the command table (``commands.spec.CommandSpec``: arity,
+    subcommands, no keys), its handler, and whether a client may send it before AUTH (Redis' CMD_NO_AUTH)."""
+
+    spec: CommandSpec
+    handler: _Handler
+    no_auth: bool = False
+
+
+CONNECTION_COMMANDS: dict[str, ConnectionCommand] = {}
+
+
+def _connection_command(
+    name: str, arity: int, *, subcommands: dict[str, int] | None = None, no_auth: bool = False
+) -> Callable[[_Handler], _Handler]:
+    spec = CommandSpec(name, arity, subcommands=subcommands or {}, keys=(0, 0, 0))
+
     def register(handler: _Handler) -> _Handler:
-        CONNECTION_COMMANDS[name] = (arity, handler)
+        CONNECTION_COMMANDS[name] = ConnectionCommand(spec, handler, no_auth)
         return handler
 
     return register
@@ -123,12 +134,12 @@ def _echo(server: Server, client: Client, argv: list[str]) -> Any:
     return argv[1]
 
 
-@_connection_command("quit", -1)
+@_connection_command("quit", -1, no_auth=True)
 def _quit(server: Server, client: Client, argv: list[str]) -> Any:
     raise Quit
 
 
-@_connection_command("auth", -2)
+@_connection_command("auth", -2, no_auth=True)
 def _auth(server: Server, client: Client, argv: list[str]) -> Any:
     if len(argv) > 3:
         raise ReplyError(SYNTAX)
@@ -141,7 +152,7 @@ def _auth(server: Server, client: Client, argv: list[str]) -> Any:
     return OK
 
 
-@_connection_command("hello", -1)
+@_connection_command("hello", -1, no_auth=True)
 def _hello(server: Server, client: Client, argv: list[str]) -> Any:
     protocol = client.protocol
     if len(argv) >= 2:
@@ -239,7 +250,7 @@ _CLIENT_HELP = [
 ]
 
 
-@_connection_command("client", -2)
+@_connection_command("client", -2, subcommands=_CLIENT_ARITY)
 def _client(server: Server, client: Client, argv: list[str]) -> Any:
     sub = check_subcommand(argv, _CLIENT_ARITY)
     if sub == "id":
@@ -271,7 +282,7 @@ def _valid_client_name(name: str) -> str:
 _COMMAND_ARITY = {"count": 2, "info": -2, "docs": -2, "list": -2, "help": 2}
 
 
-@_connection_command("command", -1)
+@_connection_command("command", -1, subcommands=_COMMAND_ARITY)
 def _command(server: Server, client: Client, argv: list[str]) -> Any:
     if len(argv) == 1:
         return [_command_info(name) for name in _all_commands()]
@@ -289,27 +300,19 @@ def _command(server: Server, client: Client, argv: list[str]) -> Any:
 
 
 def _all_commands() -> list[str]:
-    return sorted({*command_names(), *CONNECTION_COMMANDS})
+    return sorted({*COMMANDS, *CONNECTION_COMMANDS})
 
 
 def _command_info(name: str) -> list[Any]:
     """COMMAND INFO's record: name, arity, flags, first key, last key, key step, ACL categories, tips, key
     specs, subcommands (the last four empty)."""
     if name in CONNECTION_COMMANDS:
-        arity = CONNECTION_COMMANDS[name][0]
-        flags, keys = ["fast", "no-auth" if name in NO_AUTH else "loading"], (0, 0, 0)
+        command = CONNECTION_COMMANDS[name]
+        spec, flags = command.spec, ["fast", "no-auth" if command.no_auth else "loading"]
     else:
-        arity = command_arity(name)
-        flags = ["write"] if name in _WRITE_COMMANDS else ["readonly"]
-        if name in ("xread", "xreadgroup"):
-            flags, keys = [*flags, "blocking", "movablekeys"], (0, 0, 0)
-        elif name in ("del", "exists"):
-            keys = (1, -1, 1)
-        elif name in ("dbsize", "flushdb", "flushall"):
-            keys = (0, 0, 0)
-        else:
-            keys = (1, 1, 1)
-    return [name, arity, [Status(flag) for flag in flags], *keys, [], [], [], []]
+        spec = COMMANDS[name]
+        flags = spec.flags
+    return [name, spec.arity, [Status(flag) for flag in flags], *spec.keys, [], [], [], []]
 
 
 _FUNCTION_ARITY = {
@@ -317,7 +320,7 @@ _FUNCTION_ARITY = {
 }  # fmt: skip
 
 
-@_connection_command("function", -2)
+@_connection_command("function", -2, subcommands=_FUNCTION_ARITY)
 def _function(server: Server, client: Client, argv: list[str]) -> Any:
     """FUNCTION as redis-server answers it with no library loaded; loading one is refused (the store runs
     no scripts). Redis' own test suite starts with FUNCTION FLUSH."""
@@ -336,10 +339,6 @@ def _function(server: Server, client: Client, argv: list[str]) -> Any:
     if sub == "kill":
         raise ReplyError(NOTBUSY)
     raise function_unsupported(argv[1])
-
-
-# Connection commands with subcommands, which Redis checks before running or queuing them.
-CONTAINERS = {"client": _CLIENT_ARITY, "command": _COMMAND_ARITY, "function": _FUNCTION_ARITY}
 
 
 @_connection_command("info", -1)

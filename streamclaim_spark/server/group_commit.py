@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamclaim_spark.commands import BLOCK_POLL_INTERVAL_S, reading, resolve_dollar, touched
+from streamclaim_spark.commands import reading, touched
 from streamclaim_spark.commands.args import require_text
+from streamclaim_spark.commands.blocking import BLOCK_POLL_INTERVAL_S, resolve_dollar
 from streamclaim_spark.engine.batch import Dispatch, Unit, UnitResult, run_batch
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import ReplyError
@@ -114,7 +115,7 @@ class GroupCommitter:
 
     def read_blocking(self, argv: list[str], cancelled: Callable[[], bool]) -> Any:
         """XREAD/XREADGROUP with BLOCK: one pass in the next batch; when it finds nothing, the client
-        waits outside batches, polling the store as a blocked read does (commands.BLOCK_POLL_INTERVAL_S),
+        waits outside batches, polling the store as a blocked read does (commands.blocking.BLOCK_POLL_INTERVAL_S),
         and once entries arrive its read runs in the batch after (so blocked readers of one group share
         commits, as everything else does). Ends with nil at the timeout or when ``cancelled``."""
         require_text(argv)

@@ -21,13 +21,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from streamclaim_spark.commands import command_names, dispatch, validate
-from streamclaim_spark.commands.args import check_arity, check_subcommand, decode_argv
+from streamclaim_spark.commands import dispatch, validate
+from streamclaim_spark.commands.args import decode_argv
+from streamclaim_spark.commands.spec import COMMANDS
 from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.core.replies import OK
 from streamclaim_spark.engine.batch import Unit
 from streamclaim_spark.errors import EXECABORT, FLUSH_DISABLED, MAX_CLIENTS_REACHED, NOAUTH, ReplyError, internal_error
-from streamclaim_spark.server.connection import CONNECTION_COMMANDS, CONTAINERS, NO_AUTH, Client, Quit
+from streamclaim_spark.server.connection import CONNECTION_COMMANDS, Client, Quit
 from streamclaim_spark.server.group_commit import GroupCommitter
 from streamclaim_spark.server.multi_exec import IMMEDIATE, Queued
 from streamclaim_spark.server.wire import (
@@ -225,9 +226,10 @@ class StreamClaimServer:
 
     def _groupable(self, client: Client, name: str, raw: list[bytes]) -> bool:
         """A data command outside MULTI that does not block: it can join a group commit."""
-        if name in CONNECTION_COMMANDS or name not in command_names() or client.transaction.open:
+        spec = COMMANDS.get(name)
+        if spec is None or name in CONNECTION_COMMANDS or client.transaction.open:
             return False
-        return name not in ("xread", "xreadgroup") or not any(arg.upper() == b"BLOCK" for arg in raw)
+        return not spec.blocking or not any(arg.upper() == b"BLOCK" for arg in raw)
 
     def _run_grouped(self, client: Client, grouped: list[tuple[str, list[bytes]]]) -> list[bytes]:
         """The replies of a connection's consecutive data commands, run as one unit of a group commit."""
@@ -271,9 +273,7 @@ class StreamClaimServer:
             reply = self._execute(client, sock, name, raw)
             if isinstance(reply, Framed):
                 return reply.data, False
-            if client.protocol == 3:
-                reply = as_resp3(reply, [arg.decode("utf-8", "replace") for arg in raw[:3]])
-            return encode_reply(reply, name, client.protocol), False
+            return self._framed(client, raw, name, reply), False
         except Quit:
             return encode_reply(OK), True
         except ReplyError as error:
@@ -293,7 +293,7 @@ class StreamClaimServer:
             return client.transaction.queue(raw)
         self._check_command(client, name, argv)
         if name in CONNECTION_COMMANDS:
-            return CONNECTION_COMMANDS[name][1](self, client, argv)
+            return CONNECTION_COMMANDS[name].handler(self, client, argv)
         # A blocking read (the only data command that is not grouped outside MULTI): its passes run in batches.
         return self.committer.read_blocking(
             decode_argv(raw), cancelled=lambda: self._stopping.is_set() or _peer_closed(sock)
@@ -302,10 +302,9 @@ class StreamClaimServer:
     def _check_command(self, client: Client, name: str, argv: list[str]) -> None:
         """The checks Redis makes before it runs or queues a command: known, arity, AUTH, allowed here."""
         if name in CONNECTION_COMMANDS:
-            check_arity(argv, CONNECTION_COMMANDS[name][0], name)
-            if name in CONTAINERS and len(argv) > 1:
-                check_subcommand(argv, CONTAINERS[name])
-            if not client.authenticated and name not in NO_AUTH:
+            command = CONNECTION_COMMANDS[name]
+            command.spec.check(argv)
+            if not client.authenticated and not command.no_auth:
                 raise ReplyError(NOAUTH)
             return
         # Redis checks the arity (and XGROUP's and XINFO's subcommands) before AUTH.
@@ -337,7 +336,9 @@ class StreamClaimServer:
         for raw, name in zip(queued.requests, names, strict=True):
             if name in CONNECTION_COMMANDS:
                 try:
-                    reply = CONNECTION_COMMANDS[name][1](self, client, [arg.decode("utf-8", "replace") for arg in raw])
+                    reply = CONNECTION_COMMANDS[name].handler(
+                        self, client, [arg.decode("utf-8", "replace") for arg in raw]
+                    )
                 except ReplyError as error:
                     reply = error
             else:

@@ -1,14 +1,20 @@
 """The package's one exception family, and the exact error texts Redis sends.
 
-Every exception the package raises on purpose is a ``StreamclaimError``; the ones a Redis server would
-send are ``ReplyError``, whose ``str()`` is the full error line, code included (``ERR syntax error``,
-``NOGROUP No such key 's' or consumer group 'g'``), as redis-py's ``ResponseError`` sits below its
-``RedisError``. Others keep a second, built-in base (``ValueError`` for bad input, ``RuntimeError`` for a
-failed run) so callers that catch those keep working. The constants and builders below are the only place
-Redis' error texts are spelled.
+Every exception the package raises on purpose is a ``StreamclaimError`` defined here and exported from
+the package root; the ones a Redis server would send are ``ReplyError``, whose ``str()`` is the full
+error line, code included (``ERR syntax error``, ``NOGROUP No such key 's' or consumer group 'g'``), as
+redis-py's ``ResponseError`` sits below its ``RedisError``. Others keep a second, built-in base
+(``ValueError`` for bad input, ``RuntimeError`` for a failed run, as redis-py's
+``LockError(RedisError, ValueError)``) so callers that catch those keep working. The constants and
+builders below are the only place Redis' error texts are spelled.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streamclaim_spark.fleet.recovery.report import RecoveryReport
 
 
 class StreamclaimError(Exception):
@@ -45,6 +51,68 @@ class ReplyError(StreamclaimError):
 
     def __hash__(self) -> int:
         return hash(self.line)
+
+
+class InvalidArgumentError(StreamclaimError, ValueError):
+    """Raised when an argument outside Redis' surface is invalid (a bulk path's DataFrame, a selection, a
+    limit); the message names the argument, what it got and the fix. Nothing has been written."""
+
+
+class OptionError(StreamclaimError, ValueError):
+    """A ``streamclaim`` source or sink option is missing or malformed; the message names it and the fix."""
+
+
+class StoreLayoutError(StreamclaimError, RuntimeError):
+    """Raised when a store's state table has an older layout than this version reads and writes."""
+
+
+class ServerStoppingError(StreamclaimError, RuntimeError):
+    """Raised for a command handed to streamclaim-server's group committer after it began to stop."""
+
+
+class ClientQuitError(StreamclaimError):
+    """Raised by QUIT so that the server closes the connection once the pending reply (+OK) is sent."""
+
+
+class ProtocolViolationError(StreamclaimError):
+    """The client broke the protocol or a limit; ``line`` is the error Redis sends before disconnecting."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class UnsafeObjectStoreError(StreamclaimError, ValueError):
+    """Raised when the store would open where two writing drivers could both commit one Delta version."""
+
+
+class ImportRefusedError(StreamclaimError, ValueError):
+    """Bad input to an import (a pattern that matches nothing, a key that is not a stream ...): nothing is written."""
+
+
+class PayloadNotTextError(StreamclaimError, ValueError):
+    """A reply holds a field name or value that is not UTF-8, and the caller asked for ``str`` replies."""
+
+
+class CommitMismatchError(StreamclaimError, RuntimeError):
+    """Raised when a commit's own metrics (rows updated, deleted, written) disagree with what the command
+    decided: the commit landed, so the table's history shows it, but the reply or report would be wrong."""
+
+
+class SourceNotRegisteredError(StreamclaimError, RuntimeError):
+    """Raised when the ``streamclaim`` data source runs without the driver link that ``register`` sets up."""
+
+
+class RecoveryFailedError(StreamclaimError, RuntimeError):
+    """Raised when a run stops on an error; ``report`` holds what it did up to then (status ``failed``)."""
+
+    def __init__(self, report: RecoveryReport) -> None:
+        super().__init__(f"recovery run {report.run_id} failed: {report.error}")
+        self.report = report
+
+
+class RecoverySelectionError(StreamclaimError, ValueError):
+    """Raised before anything is written when the run's stream and group patterns select no group."""
 
 
 SYNTAX = "ERR syntax error"

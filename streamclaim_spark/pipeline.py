@@ -23,7 +23,7 @@ from streamclaim_spark.core.replies import decoded, encoded
 from streamclaim_spark.engine.batch import BatchResult, Unit, run_batch
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.errors import EXECABORT, ReplyError
+from streamclaim_spark.errors import EXECABORT, InvalidArgumentError, ReplyError
 
 # Commands per commit of a pipeline with transaction=False.
 DEFAULT_MAX_BATCH = 1000
@@ -43,7 +43,7 @@ class Pipeline:
         load_limit: int = DEFAULT_LOAD_LIMIT,
     ) -> None:
         if max_batch < 1:
-            raise ValueError(f"max_batch={max_batch}: give the most commands one commit may hold, at least 1")
+            raise InvalidArgumentError(f"max_batch={max_batch}: give the most commands one commit may hold, at least 1")
         self.runner = runner
         self.transaction = transaction
         self.decode_responses = decode_responses

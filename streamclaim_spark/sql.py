@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import DEFAULT_DATABASE
 from streamclaim_spark.core.ids import STORED_OFFSET
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.delta_io import is_delta_table
 from streamclaim_spark.state.tables import (
     ensure_dead_letter_table,
@@ -110,7 +111,7 @@ def register(spark: SparkSession, store_path: str, database: str = DEFAULT_DATAB
         FileNotFoundError: No store at ``store_path``.
     """
     if not database.isidentifier():
-        raise ValueError(f"database={database!r}: give a plain SQL identifier such as 'streamclaim'")
+        raise InvalidArgumentError(f"database={database!r}: give a plain SQL identifier such as 'streamclaim'")
     state = table_path(store_path, C.STATE_TABLE_DIR)
     if not is_delta_table(spark, state):
         raise FileNotFoundError(

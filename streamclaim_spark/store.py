@@ -25,6 +25,7 @@ from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.runner import Clock, Runner
 from streamclaim_spark.engine.transaction import RetryPolicy
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet import bulk, claims
 from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
@@ -106,9 +107,9 @@ class StreamStore:
                 naming the entry), or False for ``bytes`` exactly as stored.
         """
         if rows_per_file < 0:
-            raise ValueError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
+            raise InvalidArgumentError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
         if not path:
-            raise ValueError("path: give the folder of the store, e.g. /data/streams or s3a://bucket/streams")
+            raise InvalidArgumentError("path: give the folder of the store, e.g. /data/streams or s3a://bucket/streams")
         session = spark if spark is not None else active_or_new_session()
         require_delta(session)
         safety = writer_safety(session, path, single_writer=single_writer)

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
-from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+from streamclaim_spark.errors import UnsafeObjectStoreError
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
     RecoveryFailedError,

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from streamclaim_spark.core.integers import LLONG_MAX, LLONG_MIN, UINT64_MAX, parse_ull
-from streamclaim_spark.errors import INVALID_END_ID, INVALID_START_ID, INVALID_STREAM_ID, ReplyError, c_string
+from streamclaim_spark.errors import (
+    INVALID_END_ID,
+    INVALID_START_ID,
+    INVALID_STREAM_ID,
+    InvalidArgumentError,
+    ReplyError,
+    c_string,
+)
 
 # Spark and Delta only have signed 64-bit longs. Shifting each unsigned half down by 2**63 keeps the
 # order, so Delta can sort, compare and skip files on the stored columns directly.
@@ -36,7 +43,7 @@ class StreamId:
 
     def __post_init__(self) -> None:
         if not (0 <= self.ms <= UINT64_MAX and 0 <= self.seq <= UINT64_MAX):
-            raise ValueError(f"stream ID parts must be in [0, {UINT64_MAX}], got ms={self.ms} seq={self.seq}")
+            raise InvalidArgumentError(f"stream ID parts must be in [0, {UINT64_MAX}], got ms={self.ms} seq={self.seq}")
 
     def __str__(self) -> str:
         return f"{self.ms}-{self.seq}"
@@ -92,7 +99,7 @@ def to_stored(value: int) -> int:
         ValueError: When ``value`` is outside [0, UINT64_MAX].
     """
     if not 0 <= value <= UINT64_MAX:
-        raise ValueError(f"stream ID part must be in [0, {UINT64_MAX}], got {value}")
+        raise InvalidArgumentError(f"stream ID part must be in [0, {UINT64_MAX}], got {value}")
     return value - STORED_OFFSET
 
 
@@ -103,7 +110,7 @@ def from_stored(stored: int) -> int:
         ValueError: When ``stored`` is outside the signed 64-bit range.
     """
     if not LLONG_MIN <= stored <= LLONG_MAX:
-        raise ValueError(f"stored ID part must be in [{LLONG_MIN}, {LLONG_MAX}], got {stored}")
+        raise InvalidArgumentError(f"stored ID part must be in [{LLONG_MIN}, {LLONG_MAX}], got {stored}")
     return stored + STORED_OFFSET
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import UnsafeObjectStoreError
 
 WriterMode = Literal["multi-writer", "single-writer"]
 MULTI_WRITER: WriterMode = "multi-writer"
@@ -65,10 +65,6 @@ _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
 DYNAMODB_PACKAGES = "io.delta:delta-storage-s3-dynamodb:4.4.0,com.amazonaws:aws-java-sdk-dynamodb:1.12.262"
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.5.0"
-
-
-class UnsafeObjectStoreError(StreamclaimError, ValueError):
-    """Raised when the store would open where two writing drivers could both commit one Delta version."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from streamclaim_spark.core.model import Entry
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import PayloadNotTextError
 
 
 class Status(str):
@@ -38,10 +38,6 @@ def entry_reply(entry: Entry | None, entry_id: Any = None) -> list[Any]:
     if entry is None:
         return [str(entry_id), None]
     return [str(entry.id), entry.flat()]
-
-
-class PayloadNotTextError(StreamclaimError, ValueError):
-    """A reply holds a field name or value that is not UTF-8, and the caller asked for ``str`` replies."""
 
 
 def decoded(reply: Any, entry_id: str | None = None) -> Any:

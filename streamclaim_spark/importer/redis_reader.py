@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import StreamMeta
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import ImportRefusedError
 
 # Replies these commands give are parsed here, from RESP2's plain arrays, not by redis-py's callbacks.
 RAW_COMMANDS = ("XINFO STREAM", "XRANGE", "XPENDING", "TIME", "TYPE")
@@ -25,10 +25,6 @@ MAX_READS = 3
 
 # A PEL row as read: entry ID, owner, delivery time (Unix ms) and delivery count.
 PendingRow = tuple[StreamId, str, int, int]
-
-
-class ImportRefusedError(StreamclaimError, ValueError):
-    """Bad input to an import (a pattern that matches nothing, a key that is not a stream ...): nothing is written."""
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from streamclaim_spark.errors import (
     PROTOCOL_VERSION_NOT_AN_INTEGER,
     SYNTAX,
     WRONGPASS,
+    ClientQuitError,
     ReplyError,
     function_unsupported,
     hello_option_syntax,
@@ -87,10 +88,6 @@ class Client:
         return f"id={self.id} addr={self.address} name={self.name} age={age} db=0 cmd={self.last_command}"
 
 
-class Quit(Exception):
-    """Close the connection once the pending reply is sent."""
-
-
 # --- connection-level commands -------------------------------------------------------------------------------
 
 # The handler gets the server, the client and the decoded argv.
@@ -136,7 +133,7 @@ def _echo(server: Server, client: Client, argv: list[str]) -> Any:
 
 @_connection_command("quit", -1, no_auth=True)
 def _quit(server: Server, client: Client, argv: list[str]) -> Any:
-    raise Quit
+    raise ClientQuitError
 
 
 @_connection_command("auth", -2, no_auth=True)

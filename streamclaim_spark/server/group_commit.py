@@ -26,7 +26,7 @@ from streamclaim_spark.commands.args import require_text
 from streamclaim_spark.commands.blocking import BLOCK_POLL_INTERVAL_S, resolve_dollar
 from streamclaim_spark.engine.batch import Dispatch, Unit, UnitResult, run_batch
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.errors import InvalidArgumentError, ReplyError, ServerStoppingError
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class GroupCommitter:
         max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         if max_commands < 1 or max_bytes < 1:
-            raise ValueError("max_commands and max_bytes must be at least 1")
+            raise InvalidArgumentError("max_commands and max_bytes must be at least 1")
         self.runner = runner
         self.dispatch = dispatch
         self.max_commands = max_commands
@@ -104,7 +104,7 @@ class GroupCommitter:
         waiting = _Waiting(unit, size)
         with self._ready:
             if self._stopping:
-                raise RuntimeError("the server is stopping")
+                raise ServerStoppingError("the server is stopping")
             self._queue.append(waiting)
             self._ready.notify()
         waiting.done.wait()

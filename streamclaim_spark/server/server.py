@@ -27,19 +27,20 @@ from streamclaim_spark.commands.spec import COMMANDS
 from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.core.replies import OK
 from streamclaim_spark.engine.batch import Unit
-from streamclaim_spark.errors import EXECABORT, FLUSH_DISABLED, MAX_CLIENTS_REACHED, NOAUTH, ReplyError, internal_error
-from streamclaim_spark.server.connection import CONNECTION_COMMANDS, Client, Quit
+from streamclaim_spark.errors import (
+    EXECABORT,
+    FLUSH_DISABLED,
+    MAX_CLIENTS_REACHED,
+    NOAUTH,
+    ClientQuitError,
+    ProtocolViolationError,
+    ReplyError,
+    internal_error,
+)
+from streamclaim_spark.server.connection import CONNECTION_COMMANDS, Client
 from streamclaim_spark.server.group_commit import GroupCommitter
 from streamclaim_spark.server.multi_exec import IMMEDIATE, Queued
-from streamclaim_spark.server.wire import (
-    NULL_ARRAY,
-    ProtocolViolation,
-    RequestLimits,
-    RequestReader,
-    as_resp3,
-    encode_error,
-    encode_reply,
-)
+from streamclaim_spark.server.wire import NULL_ARRAY, RequestLimits, RequestReader, as_resp3, encode_error, encode_reply
 from streamclaim_spark.store import StreamStore
 
 log = logging.getLogger("streamclaim_spark.server")
@@ -171,11 +172,11 @@ class StreamClaimServer:
                     return
                 reader.feed(data)
                 requests: list[list[bytes]] = []
-                violation: ProtocolViolation | None = None
+                violation: ProtocolViolationError | None = None
                 while True:
                     try:
                         argv = reader.next_request()
-                    except ProtocolViolation as error:
+                    except ProtocolViolationError as error:
                         violation = error
                         break
                     if argv is None:
@@ -274,7 +275,7 @@ class StreamClaimServer:
             if isinstance(reply, Framed):
                 return reply.data, False
             return self._framed(client, raw, name, reply), False
-        except Quit:
+        except ClientQuitError:
             return encode_reply(OK), True
         except ReplyError as error:
             return encode_error(error.line), False

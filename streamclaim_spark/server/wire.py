@@ -3,7 +3,7 @@
 Requests are read as Redis reads them: a frame that starts with ``*`` is a multibulk array of bulk strings,
 parsed by hiredis (``hiredis.Reader``, the C parser redis-py uses); anything else is an inline command, one
 line split as ``sdssplitargs`` splits it (what redis-cli and telnet send). A request that breaks the
-protocol or the server's limits raises ``ProtocolViolation`` carrying the error line Redis sends before it
+protocol or the server's limits raises ``ProtocolViolationError`` carrying the error line Redis sends before it
 drops such a client.
 
 Replies are ``StreamStore.execute`` values framed for the wire: ``Status`` as ``+``, other ``str`` as bulk
@@ -26,7 +26,8 @@ from streamclaim_spark.errors import (
     TOO_BIG_INLINE,
     TOO_BIG_MBULK_COUNT,
     UNBALANCED_QUOTES,
-    StreamclaimError,
+    InvalidArgumentError,
+    ProtocolViolationError,
     protocol_expected_bulk,
 )
 
@@ -38,14 +39,6 @@ NULL_BULK = b"$-1\r\n"
 NULL_ARRAY = b"*-1\r\n"
 
 
-class ProtocolViolation(StreamclaimError):
-    """The client broke the protocol or a limit; ``line`` is the error Redis sends before disconnecting."""
-
-    def __init__(self, line: str) -> None:
-        super().__init__(line)
-        self.line = line
-
-
 @dataclass(frozen=True)
 class RequestLimits:
     """Per-request limits: the longest argument (Redis' proto-max-bulk-len) and the most arguments."""
@@ -55,16 +48,16 @@ class RequestLimits:
 
     def __post_init__(self) -> None:
         if self.max_bulk_bytes < 1:
-            raise ValueError(f"max_bulk_bytes={self.max_bulk_bytes}: give a positive number of bytes")
+            raise InvalidArgumentError(f"max_bulk_bytes={self.max_bulk_bytes}: give a positive number of bytes")
         if self.max_arguments < 1:
-            raise ValueError(f"max_arguments={self.max_arguments}: give a positive number of arguments")
+            raise InvalidArgumentError(f"max_arguments={self.max_arguments}: give a positive number of arguments")
 
 
 class RequestReader:
     """Turns the bytes a client sends into commands (lists of byte strings), one at a time.
 
     ``feed`` adds bytes; ``next_request`` returns the next complete command, None when more bytes are
-    needed, or raises ``ProtocolViolation``. Multibulk frames go to hiredis line by line, so a frame's end
+    needed, or raises ``ProtocolViolationError``. Multibulk frames go to hiredis line by line, so a frame's end
     is always where hiredis' buffer ends and the next request may be inline again, as Redis allows.
     """
 
@@ -104,14 +97,14 @@ class RequestReader:
         end = self._buffer.find(b"\r")
         if end < 0:
             if len(self._buffer) > INLINE_MAX_BYTES:
-                raise ProtocolViolation(TOO_BIG_MBULK_COUNT)
+                raise ProtocolViolationError(TOO_BIG_MBULK_COUNT)
             return False
         try:
             count = int(bytes(self._buffer[1:end]).decode("ascii"), 10)
         except (UnicodeDecodeError, ValueError):
-            raise ProtocolViolation(INVALID_MULTIBULK_LENGTH) from None
+            raise ProtocolViolationError(INVALID_MULTIBULK_LENGTH) from None
         if count > self.limits.max_arguments or not bytes(self._buffer[1:end]).lstrip(b"-").isdigit():
-            raise ProtocolViolation(INVALID_MULTIBULK_LENGTH)
+            raise ProtocolViolationError(INVALID_MULTIBULK_LENGTH)
         if count <= 0:
             # "*0" and "*-1" are no command at all: Redis skips them without a reply.
             newline = self._buffer.find(b"\n", end)
@@ -139,7 +132,7 @@ class RequestReader:
             self._frame_bytes += size
             if self._frame_bytes > self._frame_budget:
                 # Some argument is longer than max_bulk_bytes: refuse before buffering all of it.
-                raise ProtocolViolation(INVALID_BULK_LENGTH)
+                raise ProtocolViolationError(INVALID_BULK_LENGTH)
             self._reader.feed(bytes(self._buffer[:size]))
             del self._buffer[:size]
             frame = self._gets()
@@ -151,26 +144,26 @@ class RequestReader:
         try:
             return self._reader.gets()
         except hiredis.ProtocolError as error:
-            raise ProtocolViolation(_redis_protocol_error(str(error))) from None
+            raise ProtocolViolationError(_redis_protocol_error(str(error))) from None
 
     def _checked(self, frame: Any) -> list[bytes]:
         """A request is an array of bulk strings, each within max_bulk_bytes."""
         if not isinstance(frame, list):
-            raise ProtocolViolation(INVALID_MULTIBULK_LENGTH)
+            raise ProtocolViolationError(INVALID_MULTIBULK_LENGTH)
         for item in frame:
             if item is None:
-                raise ProtocolViolation(INVALID_BULK_LENGTH)
+                raise ProtocolViolationError(INVALID_BULK_LENGTH)
             if not isinstance(item, bytes):
-                raise ProtocolViolation(protocol_expected_bulk(_type_byte(item)))
+                raise ProtocolViolationError(protocol_expected_bulk(_type_byte(item)))
             if len(item) > self.limits.max_bulk_bytes:
-                raise ProtocolViolation(INVALID_BULK_LENGTH)
+                raise ProtocolViolationError(INVALID_BULK_LENGTH)
         return frame
 
     def _inline(self) -> list[bytes] | None:
         newline = self._buffer.find(b"\n")
         if newline < 0:
             if len(self._buffer) > INLINE_MAX_BYTES:
-                raise ProtocolViolation(TOO_BIG_INLINE)
+                raise ProtocolViolationError(TOO_BIG_INLINE)
             return None
         line = bytes(self._buffer[:newline])
         del self._buffer[: newline + 1]
@@ -178,7 +171,7 @@ class RequestReader:
             line = line[:-1]
         args = split_inline(line)
         if len(args) > self.limits.max_arguments:
-            raise ProtocolViolation(INVALID_MULTIBULK_LENGTH)
+            raise ProtocolViolationError(INVALID_MULTIBULK_LENGTH)
         return args
 
 
@@ -239,7 +232,7 @@ def split_inline(line: bytes) -> list[bytes]:
                     at = _after_closing_quote(line, at)
                     break
                 elif at >= size:
-                    raise ProtocolViolation(UNBALANCED_QUOTES)
+                    raise ProtocolViolationError(UNBALANCED_QUOTES)
                 else:
                     word.append(char)
             elif in_single:
@@ -250,7 +243,7 @@ def split_inline(line: bytes) -> list[bytes]:
                     at = _after_closing_quote(line, at)
                     break
                 elif at >= size:
-                    raise ProtocolViolation(UNBALANCED_QUOTES)
+                    raise ProtocolViolationError(UNBALANCED_QUOTES)
                 else:
                     word.append(char)
             elif at >= size or char in _TOKEN_END:
@@ -268,7 +261,7 @@ def split_inline(line: bytes) -> list[bytes]:
 def _after_closing_quote(line: bytes, at: int) -> int:
     """Where the word goes on after the quote at ``at``, which must end the word (as in sdssplitargs)."""
     if at + 1 < len(line) and line[at + 1] not in _SPACE:
-        raise ProtocolViolation(UNBALANCED_QUOTES)
+        raise ProtocolViolationError(UNBALANCED_QUOTES)
     return at + 1
 
 

@@ -20,6 +20,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark.core.config import SparkConfig
 from streamclaim_spark.core.object_store import WriterSafety, check_writer_safety
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.delta_io import is_connect, register_connect_errors
 
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ def require_delta(spark: SparkSession) -> None:
     """Raises ValueError unless the session has Delta's SQL extension and catalog configured."""
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
     if DELTA_EXTENSION not in extensions:
-        raise ValueError(
+        raise InvalidArgumentError(
             "spark: the SparkSession is not Delta-enabled (spark.sql.extensions lacks "
             f"{DELTA_EXTENSION}). Build it with streamclaim_spark.state.session.build_session(), or set "
             f"spark.sql.extensions={DELTA_EXTENSION}, spark.sql.catalog.spark_catalog={DELTA_CATALOG} "

@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.state.conflicts import is_lost_race
 from streamclaim_spark.state.delta_io import (
     create_table,
@@ -77,10 +77,6 @@ def _holds_text_fields(schema: StructType) -> bool:
 def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
     """``frame``'s columns in ``schema``'s order and types (string fields cast to their UTF-8 bytes)."""
     return frame.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
-
-
-class StoreLayoutError(StreamclaimError, RuntimeError):
-    """Raised when a store's state table has an older layout than this version reads and writes."""
 
 
 def upgrade_layout(spark: SparkSession, store_path: str) -> bool:

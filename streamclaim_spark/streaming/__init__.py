@@ -16,8 +16,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, DataSourceStreamWriter
 from pyspark.sql.types import StructType
 
+from streamclaim_spark.errors import OptionError
 from streamclaim_spark.streaming.driver import DriverLink
-from streamclaim_spark.streaming.options import OptionError, range_options, sink_options, source_options
+from streamclaim_spark.streaming.options import range_options, sink_options, source_options
 from streamclaim_spark.streaming.sink import AppendWriter
 from streamclaim_spark.streaming.source import ENTRY_SCHEMA, GroupReader, RangeReader
 

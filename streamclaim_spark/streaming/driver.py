@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.errors import ClassicSessionRequiredError
+from streamclaim_spark.errors import ClassicSessionRequiredError, SourceNotRegisteredError
 
 if TYPE_CHECKING:
     from streamclaim_spark.store import StreamStore
@@ -96,7 +96,7 @@ class Linked:
 
         if self._opened is None:
             if self._link is None:
-                raise RuntimeError(
+                raise SourceNotRegisteredError(
                     "the streamclaim data source was registered without a driver link; "
                     "register it with streamclaim_spark.streaming.register(spark)"
                 )

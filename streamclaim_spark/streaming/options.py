@@ -13,14 +13,10 @@ from typing import Any
 
 from streamclaim_spark.core.ids import ZERO_ID, StreamId, parse_id
 from streamclaim_spark.core.patterns import is_pattern
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import OptionError
 
 # Rows per input partition of a micro-batch: each partition is one Spark task reading one Arrow buffer.
 DEFAULT_ROWS_PER_PARTITION = 50_000
-
-
-class OptionError(StreamclaimError, ValueError):
-    """A ``streamclaim`` source or sink option is missing or malformed; the message names it and the fix."""
 
 
 def _text(options: Mapping[str, str], name: str, example: str, what: str) -> str:

@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from streamclaim_spark import StreamStore
     from streamclaim_spark.core.config import RecoveryOptions
-    from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+    from streamclaim_spark.errors import UnsafeObjectStoreError
     from streamclaim_spark.fleet.recovery import recover_stale
     from streamclaim_spark.state.session import build_session
     from tests.fixtures import TEST_SPARK_CONF

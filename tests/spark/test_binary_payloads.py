@@ -18,10 +18,11 @@ from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 from streamclaim_spark import PayloadNotTextError, ReplyError, StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.recovery import recover_stale
 from streamclaim_spark.sql import register
 from streamclaim_spark.state.schema import STATE_SCHEMA
-from streamclaim_spark.state.tables import StoreLayoutError, table_path, upgrade_layout
+from streamclaim_spark.state.tables import table_path, upgrade_layout
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark

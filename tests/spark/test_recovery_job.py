@@ -31,7 +31,7 @@ from streamclaim_spark.core.config import (
     StoreConfig,
     load_config,
 )
-from streamclaim_spark.core.object_store import UnsafeObjectStoreError
+from streamclaim_spark.errors import UnsafeObjectStoreError
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.session import DELTA_PACKAGE
 from streamclaim_spark.state.tables import table_path

@@ -7,11 +7,11 @@ import pytest
 from streamclaim_spark.core.object_store import (
     MULTI_WRITER,
     SINGLE_WRITER,
-    UnsafeObjectStoreError,
     check_writer_safety,
     log_store_class,
     path_scheme,
 )
+from streamclaim_spark.errors import UnsafeObjectStoreError
 
 DYNAMODB = {"spark.delta.logStore.s3a.impl": "io.delta.storage.S3DynamoDBLogStore"}
 

@@ -6,8 +6,8 @@ import pytest
 
 from streamclaim_spark.commands.args import decode_argv, payload_bytes, require_text
 from streamclaim_spark.commands.streams import parse_xadd
-from streamclaim_spark.core.replies import OK, PayloadNotTextError, decoded, encoded
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.core.replies import OK, decoded, encoded
+from streamclaim_spark.errors import PayloadNotTextError, ReplyError
 
 EVERY_BYTE = bytes(range(256))
 

@@ -6,14 +6,8 @@ import pytest
 
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.patterns import matching
-from streamclaim_spark.streaming.options import (
-    BatchOffset,
-    OptionError,
-    SourceOptions,
-    range_options,
-    sink_options,
-    source_options,
-)
+from streamclaim_spark.errors import OptionError
+from streamclaim_spark.streaming.options import BatchOffset, SourceOptions, range_options, sink_options, source_options
 
 # Spark hands a data source its options with lower-cased names.
 GOOD = {"path": "/data/streams", "stream": "orders", "group": "billing", "consumer": "spark-1"}

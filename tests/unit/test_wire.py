@@ -11,10 +11,10 @@ from streamclaim_spark.errors import (
     INVALID_MULTIBULK_LENGTH,
     TOO_BIG_INLINE,
     UNBALANCED_QUOTES,
+    ProtocolViolationError,
     unknown_command,
 )
 from streamclaim_spark.server.wire import (
-    ProtocolViolation,
     RequestLimits,
     RequestReader,
     as_resp3,
@@ -70,7 +70,7 @@ def test_a_pipeline_mixing_multibulk_and_inline_commands_reads_the_same_in_any_c
     ],
 )
 def test_malformed_requests_raise_the_error_redis_sends(data: bytes, line: str) -> None:
-    with pytest.raises(ProtocolViolation) as raised:
+    with pytest.raises(ProtocolViolationError) as raised:
         read_all(data)
     assert raised.value.line == line
 
@@ -78,18 +78,18 @@ def test_malformed_requests_raise_the_error_redis_sends(data: bytes, line: str) 
 def test_requests_over_the_limits_are_refused_before_they_are_buffered() -> None:
     limits = RequestLimits(max_bulk_bytes=10, max_arguments=3)
     assert read_all(b"*3\r\n$1\r\na\r\n$1\r\nb\r\n$10\r\n0123456789\r\n", limits) == [[b"a", b"b", b"0123456789"]]
-    with pytest.raises(ProtocolViolation, match="invalid multibulk length"):
+    with pytest.raises(ProtocolViolationError, match="invalid multibulk length"):
         read_all(b"*4\r\n", limits)
-    with pytest.raises(ProtocolViolation, match="invalid bulk length"):
+    with pytest.raises(ProtocolViolationError, match="invalid bulk length"):
         read_all(b"*2\r\n$1\r\na\r\n$11\r\n01234567890\r\n", limits)
     # A header promising a huge argument is refused once the bytes exceed what the limits allow.
     reader = RequestReader(limits)
     reader.feed(b"*1\r\n$99999\r\n")
     assert reader.next_request() is None
     reader.feed(b"x" * 200)
-    with pytest.raises(ProtocolViolation, match="invalid bulk length"):
+    with pytest.raises(ProtocolViolationError, match="invalid bulk length"):
         reader.next_request()
-    with pytest.raises(ProtocolViolation) as raised:
+    with pytest.raises(ProtocolViolationError) as raised:
         read_all(b"x" * (64 * 1024 + 1))
     assert raised.value.line == TOO_BIG_INLINE
 

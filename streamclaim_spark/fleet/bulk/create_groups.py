@@ -13,7 +13,7 @@ from streamclaim_spark.core.ids import parse_id
 from streamclaim_spark.core.model import GroupMeta, Need, StreamMeta, Write, group_head_row
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.writes import put_stream_head
-from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, ReplyError
+from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED, InvalidArgumentError, ReplyError
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -44,7 +44,7 @@ def create_groups(runner: Runner, groups: DataFrame | Sequence[NewGroup | tuple[
     seen: set[tuple[str, str]] = set()
     for position, new in enumerate(wanted):
         if (new.stream, new.group) in seen:
-            raise ValueError(f"groups[{position}]: ({new.stream!r}, {new.group!r}) is named twice")
+            raise InvalidArgumentError(f"groups[{position}]: ({new.stream!r}, {new.group!r}) is named twice")
         seen.add((new.stream, new.group))
         if not is_token(new.id, "$"):
             try:
@@ -79,7 +79,7 @@ def _new_groups(groups: DataFrame | Sequence[NewGroup | tuple[Any, ...]]) -> lis
     if isinstance(groups, DataFrame):
         missing = [name for name in ("stream", "group") if name not in groups.columns]
         if missing:
-            raise ValueError(f"groups: the DataFrame lacks column(s) {missing} (columns: {groups.columns})")
+            raise InvalidArgumentError(f"groups: the DataFrame lacks column(s) {missing} (columns: {groups.columns})")
         wanted = []
         for row in groups.collect():
             values = row.asDict()

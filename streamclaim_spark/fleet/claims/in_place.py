@@ -30,6 +30,7 @@ from streamclaim_spark.engine.transaction import (
     stale_snapshot_error,
 )
 from streamclaim_spark.engine.writes import put_group, touch_consumer
+from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.claims.selection import (
     NEW_OWNER,
@@ -225,7 +226,7 @@ def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecisi
     # Delta's UPDATE counts numUpdatedRows; on Spark Connect the update is a MERGE (delta_io.update_in_place).
     updated = metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated"))
     if updated != expected:
-        raise RuntimeError(
+        raise CommitMismatchError(
             f"CLAIM STALE committed version {version} updating {updated} rows where it decided {expected} "
             "(claimed entries, group heads and new owners' consumer rows); the table's history shows the commit"
         )

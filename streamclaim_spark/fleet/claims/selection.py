@@ -20,6 +20,7 @@ from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.transaction import CLAIM_LIVE
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.claims.owners import Pair, spread_over, tally
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.schema import in_partitions
@@ -57,15 +58,17 @@ class StaleSelection:
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:
-            raise ValueError(f"min_idle_ms={self.min_idle_ms}: give 0 or more milliseconds")
+            raise InvalidArgumentError(f"min_idle_ms={self.min_idle_ms}: give 0 or more milliseconds")
         for name in ("streams", "groups"):
             if isinstance(getattr(self, name), str):
-                raise ValueError(f"{name}: give a tuple of names or patterns, e.g. ({getattr(self, name)!r},)")
+                raise InvalidArgumentError(
+                    f"{name}: give a tuple of names or patterns, e.g. ({getattr(self, name)!r},)"
+                )
         if self.owners is not None and isinstance(self.owners, str):
-            raise ValueError(f"owners: give a tuple of consumer names, e.g. ({self.owners!r},)")
+            raise InvalidArgumentError(f"owners: give a tuple of consumer names, e.g. ({self.owners!r},)")
         low, high = self.min_deliveries, self.max_deliveries
         if low is not None and high is not None and low > high:
-            raise ValueError(f"min_deliveries={low} is above max_deliveries={high}: the range is empty")
+            raise InvalidArgumentError(f"min_deliveries={low} is above max_deliveries={high}: the range is empty")
 
 
 @dataclass(frozen=True)

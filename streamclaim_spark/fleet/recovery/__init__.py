@@ -8,16 +8,8 @@ copies (dead_letters.py), and the run with its claim commits and run log (run.py
 from __future__ import annotations
 
 from streamclaim_spark.core.config import RecoveryOptions
-from streamclaim_spark.fleet.recovery.report import (
-    FAILED,
-    PARTIAL,
-    SUCCEEDED,
-    GroupReport,
-    RecoveryFailedError,
-    RecoveryReport,
-    RecoverySelectionError,
-    describe,
-)
+from streamclaim_spark.errors import RecoveryFailedError, RecoverySelectionError
+from streamclaim_spark.fleet.recovery.report import FAILED, PARTIAL, SUCCEEDED, GroupReport, RecoveryReport, describe
 from streamclaim_spark.fleet.recovery.run import MAX_CLAIM_ROUNDS, RecoveryStore, recover_stale, select_groups
 
 __all__ = [

@@ -16,7 +16,6 @@ from typing import Any
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.object_store import MULTI_WRITER, WriterMode
-from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
 from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, FRESH, POISON, PURGE
 from streamclaim_spark.state.columns import by_bytes
@@ -145,18 +144,6 @@ class RecoveryReport:
             groups,
             self.writer_mode,
         )
-
-
-class RecoveryFailedError(StreamclaimError, RuntimeError):
-    """Raised when a run stops on an error; ``report`` holds what it did up to then (status ``failed``)."""
-
-    def __init__(self, report: RecoveryReport) -> None:
-        super().__init__(f"recovery run {report.run_id} failed: {report.error}")
-        self.report = report
-
-
-class RecoverySelectionError(StreamclaimError, ValueError):
-    """Raised before anything is written when the run's stream and group patterns select no group."""
 
 
 def describe(report: GroupReport, options: RecoveryOptions) -> str:

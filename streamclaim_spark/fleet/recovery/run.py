@@ -42,6 +42,7 @@ from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.engine.transaction import ConflictRetriesExhaustedError, RetryPolicy, commit_metrics
 from streamclaim_spark.engine.writes import put_group, touch_consumer
+from streamclaim_spark.errors import RecoveryFailedError, RecoverySelectionError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
 from streamclaim_spark.fleet.claims.selection import StaleSelection, selected_groups
 from streamclaim_spark.fleet.recovery.dead_letters import (
@@ -70,9 +71,7 @@ from streamclaim_spark.fleet.recovery.report import (
     FAILED,
     PARTIAL,
     GroupReport,
-    RecoveryFailedError,
     RecoveryReport,
-    RecoverySelectionError,
     describe,
     group_report,
     in_name_order,

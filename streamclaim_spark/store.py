@@ -105,6 +105,12 @@ class StreamStore:
             decode_responses: What ``execute`` returns for entries' field names and values, as in
                 redis-py: ``str`` (the default; a payload that is not UTF-8 raises PayloadNotTextError
                 naming the entry), or False for ``bytes`` exactly as stored.
+
+        Example::
+
+            >>> store = StreamStore.open(path, spark=spark)
+            >>> store.execute("XADD", "orders", "1-1", "item", "book")
+            '1-1'
         """
         if rows_per_file < 0:
             raise InvalidArgumentError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
@@ -223,7 +229,14 @@ class StreamStore:
         just_id: bool = False,
         dry_run: bool = False,
     ) -> BatchClaim:
-        """Claims every stale pending entry the selection names, in one MERGE (see claims.claim_stale)."""
+        """Claims every stale pending entry the selection names, in one commit (see fleet.claims.claim_stale).
+
+        Example::
+
+            >>> result = store.claim_stale(StaleSelection(streams=("orders",), min_idle_ms=0), "bob")
+            >>> result.counts
+            {('orders', 'billing'): (1, 0)}
+        """
         return claims.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
 
     def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
@@ -249,6 +262,17 @@ class StreamStore:
         instead (IDs, names, field names and values, ``OK``), as redis-py gives them. A Redis error raises
         ``ReplyError`` whose ``str()`` is the full error line. ``cancelled``, polled while a BLOCK read
         waits, ends the wait with a nil reply.
+
+        Example::
+
+            >>> store.execute("XGROUP", "CREATE", "orders", "billing", "0", "MKSTREAM")  # a str subclass
+            Status('OK')
+            >>> store.execute("XADD", "orders", "1-1", "item", "book")
+            '1-1'
+            >>> store.execute("XREADGROUP", "GROUP", "billing", "alice", "STREAMS", "orders", ">")
+            [['orders', [['1-1', ['item', 'book']]]]]
+            >>> store.execute("XPENDING", "orders", "billing")
+            [1, '1-1', '1-1', [['alice', '1']]]
         """
         reply = self.resp_reply(*argv, cancelled=cancelled)
         decode = self.decode_responses if decode_responses is None else decode_responses
@@ -269,6 +293,12 @@ class StreamStore:
         or wrong arity aborts the whole queue (EXECABORT). ``transaction=False`` may commit every
         ``max_batch`` commands (see pipeline.Pipeline). A stream or group of at most ``load_limit`` rows
         is read into memory once per batch; bigger ones are read through Spark by each command.
+
+        Example::
+
+            >>> pipe = store.pipeline()
+            >>> pipe.execute_command("XACK", "orders", "billing", "1-1").execute_command("XLEN", "orders").execute()
+            [1, 1]
         """
         decode = self.decode_responses if decode_responses is None else decode_responses
         return Pipeline(self.runner, transaction, decode_responses=decode, max_batch=max_batch, load_limit=load_limit)

@@ -5,7 +5,8 @@ Data commands run through the same handlers as ``StreamStore.execute`` (commands
 from every connection into shared batches by one ``GroupCommitter`` (server/group_commit.py): a connection's
 pipelined commands and an EXEC's queue each run together, and a batch is one Delta commit. Blocking
 reads wait in their own thread. Connection-level commands (PING, AUTH, HELLO, CLIENT, COMMAND, INFO,
-MULTI ...) are server/commands.py; framing is ``wire``; what is supported is docs/SERVER.md.
+MULTI ...) are server/connection.py; framing (RESP2, or RESP3 after HELLO 3) is ``wire``; what is supported
+is docs/SERVER.md.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ _POLL_S = 0.2
 
 
 class StreamClaimServer:
-    """Serves one store over RESP2 on ``config.bind``:``config.port`` until ``stop``.
+    """Serves one store over RESP2 or RESP3 (each connection's HELLO) on ``config.bind``:``config.port`` until ``stop``.
 
     ``start`` binds and returns at once (the accept loop runs in a thread); ``port`` is then the bound port
     (useful with port 0). ``stop`` refuses new connections and commands, lets running commands finish and

@@ -1,4 +1,4 @@
-"""The Redis protocol (RESP2) for streamclaim-server: requests in, replies out. No sockets, no Spark.
+"""The Redis protocol (RESP2, and RESP3 after HELLO 3) for streamclaim-server: requests in, replies out.
 
 Requests are read as Redis reads them: a frame that starts with ``*`` is a multibulk array of bulk strings,
 parsed by hiredis (``hiredis.Reader``, the C parser redis-py uses); anything else is an inline command, one
@@ -6,8 +6,9 @@ line split as ``sdssplitargs`` splits it (what redis-cli and telnet send). A req
 protocol or the server's limits raises ``ProtocolViolationError`` carrying the error line Redis sends before it
 drops such a client.
 
-Replies are ``StreamStore.execute`` values framed for the wire: ``Status`` as ``+``, other ``str`` as bulk
-strings, ``int`` as ``:``, lists as arrays, errors as ``-``. ``execute`` returns both of Redis' nil kinds as
+No sockets, no Spark. Replies are ``StreamStore.execute`` values framed for the wire: ``Status`` as ``+``,
+other ``str`` as bulk strings, ``int`` as ``:``, lists as arrays, errors as ``-``; under RESP3 the replies
+Redis sends as maps are ``%`` maps (``as_resp3``) and nil is ``_``. ``execute`` returns both of Redis' nil kinds as
 None; ``encode_reply`` frames each as Redis does for that command (docs/SERVER.md, "Replies").
 """
 

@@ -57,6 +57,13 @@ def register(spark: SparkSession) -> None:
 
     The registered class carries the link back to this driver (driver.py): Spark pickles it by value,
     so the Python processes that plan micro-batches can run Delta transactions on this session.
+
+    Example (a batch read of the store at ``path``; docs/STREAMING.md has the streaming forms)::
+
+        >>> register(spark)
+        >>> frame = spark.read.format("streamclaim").option("path", path).option("stream", "orders").load()
+        >>> [(row.stream, row.id) for row in frame.collect()]
+        [('orders', '1-1')]
     """
     attributes: dict[str, Any] = {"_link": DriverLink.of(spark), "__module__": __name__}
     spark.dataSource.register(type("LinkedStreamclaimDataSource", (StreamclaimDataSource,), attributes))

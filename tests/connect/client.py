@@ -47,19 +47,44 @@ def parity(spark: SparkSession, work: Path, scenarios: dict[str, list[Step]]) ->
     return outcomes
 
 
+FLEET_SIZES = {"orders-1": 40, "orders-2": 40, "orders-3": 40, "jobs": 6, "mail": 4}
+FLEET_GROUPS = {
+    "orders-1": "billing",
+    "orders-2": "billing",
+    "orders-3": "billing",
+    "jobs": "workers",
+    "mail": "senders",
+}
+FLEET_DEAD = {"billing": "dead", "workers": "crashed", "senders": "gone"}
+
+
 def fleet(spark: SparkSession, work: Path) -> StreamStore:
     """One store for the other sections, built with the bulk APIs in three commits: streams orders-1..3
     (40 entries each, group billing), jobs (6, group workers) and mail (4, group senders), every entry
     delivered to a consumer that then died."""
     store = StreamStore.open(str(work / "fleet"), spark=spark)
-    sizes = {"orders-1": 40, "orders-2": 40, "orders-3": 40, "jobs": 6, "mail": 4}
-    rows = [(stream, str(n)) for stream, size in sizes.items() for n in range(1, size + 1)]
+    rows = [(stream, str(n)) for stream, size in FLEET_SIZES.items() for n in range(1, size + 1)]
     store.append_streams(spark.createDataFrame(rows, "stream string, n string"), "stream")
-    groups = {"orders-1": "billing", "orders-2": "billing", "orders-3": "billing", "jobs": "workers", "mail": "senders"}
-    store.create_groups([(stream, group, "0") for stream, group in groups.items()])
-    dead = {"billing": "dead", "workers": "crashed", "senders": "gone"}
-    store.deliver_many([(stream, group, dead[group]) for stream, group in groups.items()])
+    store.create_groups([(stream, group, "0") for stream, group in FLEET_GROUPS.items()])
+    store.deliver_many([(stream, group, FLEET_DEAD[group]) for stream, group in FLEET_GROUPS.items()])
     return store
+
+
+def fleet_pel(store: StreamStore) -> dict[str, Any]:
+    """What the fleet's groups hold right after it is built, before any other section changes it: per
+    stream, its entry IDs, the XPENDING summary and the extended XPENDING rows without the idle time
+    (ID, owner, delivery count)."""
+    pel: dict[str, Any] = {}
+    for stream, group in FLEET_GROUPS.items():
+        pel[stream] = {
+            "ids": [entry[0] for entry in store.execute("XRANGE", stream, "-", "+")],
+            "summary": store.execute("XPENDING", stream, group),
+            "rows": [
+                [entry_id, owner, count]
+                for entry_id, owner, _, count in store.execute("XPENDING", stream, group, "-", "+", "1000")
+            ],
+        }
+    return pel
 
 
 def batched_claim(store: StreamStore) -> dict[str, Any]:
@@ -121,7 +146,7 @@ def main(url: str, work: str, request_path: str, result_path: str) -> None:
     stores: dict[str, StreamStore] = {}
     sections: dict[str, Callable[[], Any]] = {
         "parity": lambda: parity(spark, folder, request["parity"]),
-        "fleet": lambda: bool(stores.setdefault("fleet", fleet(spark, folder))),
+        "fleet": lambda: fleet_pel(stores.setdefault("fleet", fleet(spark, folder))),
         "batched_claim": lambda: batched_claim(stores["fleet"]),
         "recovery": lambda: recovery(spark, stores["fleet"]),
         "sql": lambda: sql_views(spark, request["queries"]),

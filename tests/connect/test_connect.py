@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore, sql
 from streamclaim_spark.streaming.driver import CONNECT_REFUSAL
+from tests.connect.client import FLEET_DEAD, FLEET_GROUPS, FLEET_SIZES
 from tests.parity.harness import assert_same_outcomes, run_on
 from tests.parity.scenarios import SCENARIOS
 from tests.redis_server import RedisServer
@@ -95,7 +96,15 @@ def test_commands_on_spark_connect_reply_like_redis(
 
 
 def test_a_fleet_built_with_the_bulk_apis_on_spark_connect_has_every_entry_pending(on_connect: dict[str, Any]) -> None:
-    assert section(on_connect, "fleet") is True
+    pel = section(on_connect, "fleet")
+
+    assert set(pel) == set(FLEET_SIZES)
+    for stream, size in FLEET_SIZES.items():
+        ids, owner = pel[stream]["ids"], FLEET_DEAD[FLEET_GROUPS[stream]]
+        assert len(ids) == size, stream
+        # Every entry is pending, once, to the consumer it was delivered to, delivered once.
+        assert pel[stream]["summary"] == [size, ids[0], ids[-1], [[owner, str(size)]]], stream
+        assert pel[stream]["rows"] == [[entry_id, owner, 1] for entry_id in ids], stream
 
 
 def test_a_batched_claim_on_spark_connect_moves_the_stale_entries_in_one_commit(on_connect: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,6 +80,15 @@ def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[s
     log.close()
 
 
+def _wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    """Polls ``condition`` every 50 ms until it holds; fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {timeout_s:g} s for {what}")
+        time.sleep(0.05)
+
+
 def _redis_cli(port: int, *argv: str) -> str:
     executable = shutil.which("redis-cli")
     assert executable is not None, "redis-cli comes with Debian's redis-server package (scripts/setup.sh)"
@@ -121,8 +130,15 @@ def test_sigterm_lets_the_running_command_finish_and_the_process_exit_cleanly(
             target=lambda: replies.append(blocked.call("XREAD", "BLOCK", "0", "STREAMS", "x", "$"))
         )
         waiter.start()
-        time.sleep(3)  # the read is blocked now: nothing will ever be added to x
-        assert waiter.is_alive()
+        with RawConnection(port) as watcher:
+
+            def reading() -> bool:
+                """The server runs the read (CLIENT LIST names it): its first pass or its wait, as
+                nothing will ever be added to x. That a read waits at all is tests/server's to show."""
+                return re.search(rb"cmd=xread\b", watcher.call("CLIENT", "LIST")) is not None
+
+            _wait_until(reading, 120, "the XREAD BLOCK in CLIENT LIST")
+        assert waiter.is_alive() and replies == []
         process.send_signal(signal.SIGTERM)
         waiter.join(60)
         assert replies == [b"*-1\r\n"], "the blocked read ends with nil when the server stops"

@@ -199,6 +199,12 @@ def test_one_run_recovers_every_group_in_one_claim_commit_as_per_group_runs_woul
     assert sorted(row["operation"] for row in history.collect()) == ["CREATE TABLE", "WRITE"]
 
 
+def _operations_since(spark: SparkSession, store: StreamStore, version: int) -> list[str]:
+    """The operations of the state table's commits after ``version``, oldest first (DESCRIBE HISTORY)."""
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{table_path(store.path, C.STATE_TABLE_DIR)}`")
+    return [row["operation"] for row in history.where(F.col("version") > version).orderBy("version").collect()]
+
+
 def test_a_job_killed_between_the_dead_letter_copy_and_the_claim_loses_nothing_and_a_rerun_finishes(
     spark: SparkSession, fleet: StreamStore
 ) -> None:
@@ -233,6 +239,10 @@ recovery.recover_stale(store, RecoveryOptions(**{vars(OPTIONS)!r}), run_id="run-
     report = recover_stale(fleet, OPTIONS, run_id="run-again")
 
     assert report.groups == expected.reports
+    # At the default in_place.MIN_CLAIMS (100,000; 264 claims here) the round is one MERGE, its groups
+    # that only claim (c of s10..s19) included: no UPDATE in place, as with MIN_CLAIMS = 1 (the tests above).
+    assert report.totals["claimed"] < in_place.MIN_CLAIMS
+    assert _operations_since(spark, fleet, before) == ["MERGE"]
     # Nothing lost, nothing owned twice; the killed run's copies stay as duplicates (docs/RECOVERY.md).
     assert_recovered(spark, fleet, expected, ["run-killed", "run-again"])
     assert pending(fleet).groupBy(C.STREAM, C.GROUP, "id").count().where("count > 1").count() == 0

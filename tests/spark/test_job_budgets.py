@@ -7,11 +7,13 @@ when they were set: a change that adds a job fails here and must say why in the 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from pyspark.sql import SparkSession
 
 from bench.jobs import BATCH_OF_100, COMMANDS, build, jobs_of, jobs_of_batch
-from streamclaim_spark import StreamStore
+from streamclaim_spark import StreamStore, file_stats
 
 pytestmark = pytest.mark.spark
 
@@ -44,9 +46,30 @@ def test_every_measured_command_has_a_budget() -> None:
     assert {name for name, _ in COMMANDS} == set(BUDGETS)
 
 
+@pytest.fixture
+def narrowing(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the ordered reads decided about narrowing (file_stats): "unnarrowed" or "narrowed" per
+    decision, and "statistics read" per read of the log's file statistics (a Spark job of its own)."""
+    seen: list[str] = []
+    decide, read_ranges = file_stats.narrowed_scan, file_stats.file_ranges
+
+    def narrowed_scan(*args: Any) -> Any:
+        bounded = decide(*args)
+        seen.append("unnarrowed" if bounded is None else "narrowed")
+        return bounded
+
+    def file_ranges(*args: Any) -> Any:
+        seen.append("statistics read")
+        return read_ranges(*args)
+
+    monkeypatch.setattr(file_stats, "narrowed_scan", narrowed_scan)
+    monkeypatch.setattr(file_stats, "file_ranges", file_ranges)
+    return seen
+
+
 @pytest.mark.parametrize(("name", "argv"), COMMANDS, ids=[name for name, _ in COMMANDS])
 def test_a_command_runs_within_its_spark_job_budget(
-    spark: SparkSession, store: StreamStore, name: str, argv: tuple[str, ...]
+    spark: SparkSession, store: StreamStore, name: str, argv: tuple[str, ...], narrowing: list[str]
 ) -> None:
     jobs, reply = jobs_of(spark, store, *argv)
 
@@ -54,6 +77,12 @@ def test_a_command_runs_within_its_spark_job_budget(
     if name.startswith("XAUTOCLAIM"):
         assert len(reply[1]) == 100  # type: ignore[index]
     assert jobs <= BUDGETS[name], f"{name} ran {jobs} Spark jobs; its budget is {BUDGETS[name]}"
+    # The budgets are those of the default path: a store far below file_stats.NARROW_FROM_BYTES (32 MB)
+    # reads whole, without reading the log's statistics (tests/spark/test_bulk_and_layout.py lowers the
+    # threshold to run the narrowed path).
+    assert set(narrowing) <= {"unnarrowed"}, narrowing
+    if name in ("XRANGE of 5", "XAUTOCLAIM COUNT 100"):  # ordered reads with a limit: each decided
+        assert narrowing, f"{name} never decided whether to narrow"
 
 
 def test_a_batch_of_a_hundred_commands_costs_at_most_three_xclaims_and_commits_once(

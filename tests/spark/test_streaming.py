@@ -131,23 +131,40 @@ def test_two_queries_with_different_consumers_of_one_group_split_the_entries_of_
         ("audit-1", i) for i in fill(spark, store, 1000, "audit-1")
     }
     store.execute("XADD", "audit-2", "*", "not", "in the group")  # matched by the pattern, but has no group
-    sinks = {consumer: Batches() for consumer in ("spark-a", "spark-b")}
-    threads = [
-        threading.Thread(
-            target=run_available_now,
-            args=(
-                group_stream(store, consumer, stream=None, streams="orders,audit-*", maxEntriesPerTrigger=1000),
-                sink,
-                tmp_path / consumer,
-            ),
-        )
-        for consumer, sink in sinks.items()
-    ]
-    for thread in threads:
+    consumers = ("spark-a", "spark-b")
+    sinks = {consumer: Batches() for consumer in consumers}
+    # Each query's first batch waits (in its foreachBatch, after its rows are kept) until the other's
+    # first batch has come too, so both are running at once and each gets a batch however slow the other
+    # starts; a query that fails breaks the barrier, and the other then fails at once instead of waiting.
+    together = threading.Barrier(len(consumers), timeout=600)
+    failures: dict[str, BaseException] = {}
+
+    def run(consumer: str) -> None:
+        sink = sinks[consumer]
+
+        def first_batches_together(frame: DataFrame, batch_id: int) -> None:
+            sink(frame, batch_id)
+            if batch_id == 0:
+                together.wait()
+
+        try:
+            frame = group_stream(store, consumer, stream=None, streams="orders,audit-*", maxEntriesPerTrigger=1000)
+            query = frame.writeStream.foreachBatch(first_batches_together)
+            query = query.option("checkpointLocation", str(tmp_path / consumer)).trigger(availableNow=True)
+            query.start().awaitTermination()
+        except BaseException as error:  # kept for the test to fail on, not left to a thread warning
+            failures[consumer] = error
+            together.abort()
+
+    threads = {consumer: threading.Thread(target=run, args=(consumer,), name=consumer) for consumer in consumers}
+    for thread in threads.values():
         thread.start()
-    for thread in threads:
+    for thread in threads.values():
         thread.join(timeout=900)
+    assert [c for c, thread in threads.items() if thread.is_alive()] == [], "queries still running after 900 s"
+    assert failures == {}, "\n".join(f"{c}: {type(e).__name__}: {e}" for c, e in failures.items())
     a, b = ({(s, i) for rows in sink.rows.values() for s, i, _ in rows} for sink in sinks.values())
+    assert a and b, f"each consumer gets entries: spark-a got {len(a)}, spark-b {len(b)}"
     assert not a & b  # no entry delivered to both
     assert a | b == entries and sum(len(sink.ids()) for sink in sinks.values()) == 3000
     assert max(len(rows) for sink in sinks.values() for rows in sink.rows.values()) <= 1000

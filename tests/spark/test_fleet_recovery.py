@@ -239,9 +239,9 @@ recovery.recover_stale(store, RecoveryOptions(**{vars(OPTIONS)!r}), run_id="run-
     report = recover_stale(fleet, OPTIONS, run_id="run-again")
 
     assert report.groups == expected.reports
-    # At the default in_place.MIN_CLAIMS (100,000; 264 claims here) the round is one MERGE, its groups
+    # At the default in_place_round.MIN_CLAIMS (100,000; 264 claims here) the round is one MERGE, its groups
     # that only claim (c of s10..s19) included: no UPDATE in place, as with MIN_CLAIMS = 1 (the tests above).
-    assert report.totals["claimed"] < in_place.MIN_CLAIMS
+    assert report.totals["claimed"] < in_place_round.MIN_CLAIMS
     assert _operations_since(spark, fleet, before) == ["MERGE"]
     # Nothing lost, nothing owned twice; the killed run's copies stay as duplicates (docs/RECOVERY.md).
     assert_recovered(spark, fleet, expected, ["run-killed", "run-again"])

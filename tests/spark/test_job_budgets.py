@@ -13,7 +13,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from bench.jobs import BATCH_OF_100, COMMANDS, build, jobs_of, jobs_of_batch
-from streamclaim_spark import StreamStore, file_stats
+from streamclaim_spark import StreamStore
+from streamclaim_spark.state import file_stats
 
 pytestmark = pytest.mark.spark
 

@@ -20,7 +20,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
+from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, ConfigError, Key
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.core.object_store import UnsafeObjectStoreError
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from streamclaim_spark.core.config import AppConfig, ConfigError, Key, flag_overrides, load_config
+from streamclaim_spark.core.config import AppConfig, ConfigError, Key
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.core.object_store import UnsafeObjectStoreError
 from streamclaim_spark.server.server import PROG, StreamClaimServer
 from streamclaim_spark.state.session import session_from_config

@@ -29,8 +29,8 @@ from streamclaim_spark.core.config import (
     ServerConfig,
     SparkConfig,
     StoreConfig,
-    load_config,
 )
+from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.object_store import UnsafeObjectStoreError
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.session import DELTA_PACKAGE

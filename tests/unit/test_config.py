@@ -15,10 +15,9 @@ from streamclaim_spark.core.config import (
     ServerConfig,
     SparkConfig,
     StoreConfig,
-    known_keys,
-    load_config,
     resolve_store_path,
 )
+from streamclaim_spark.core.config_loader import known_keys, load_config
 from streamclaim_spark.errors import StreamclaimError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.core.config import ConfigError, ServerConfig, load_config
+from streamclaim_spark.core.config import ConfigError, ServerConfig
+from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.replies import OK, Status
 from streamclaim_spark.errors import (
     INVALID_BULK_LENGTH,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.replies import PayloadNotTextError
-from streamclaim_spark.engine.transaction import ConflictRetriesExhaustedError, RetryPolicy
+from streamclaim_spark.engine.retries import ConflictRetriesExhaustedError, RetryPolicy
 from streamclaim_spark.errors import ReplyError, StreamclaimError
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.store import StreamStore

@@ -24,7 +24,7 @@ from streamclaim_spark.core.model import (
 )
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.errors import (
     ERR_LIMIT_NEGATIVE,

@@ -169,7 +169,7 @@ class Write:
 class Plan:
     """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
 
-    ``frames`` hold DataFrames shaped like the MERGE source (see transaction.py); they let a command
+    ``frames`` hold DataFrames shaped like the MERGE source (see merge_source.py); they let a command
     delete or rewrite millions of rows without collecting them to the driver. ``update`` (a
     ``transaction.InPlaceUpdate``) instead rewrites rows where they lie, with no source to join:
     a plan commits either writes and frames as one MERGE, or one update.

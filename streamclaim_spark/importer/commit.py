@@ -30,7 +30,7 @@ from streamclaim_spark.core.model import (
 )
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame, source_frame_for_deletes
 from streamclaim_spark.engine.writes import put_stream_head
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.importer.redis_reader import StreamCopy

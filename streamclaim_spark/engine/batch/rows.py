@@ -20,7 +20,7 @@ from streamclaim_spark.core.model import (
     Write,
 )
 from streamclaim_spark.core.partitions import bucket_of
-from streamclaim_spark.engine.transaction import OP_DELETE
+from streamclaim_spark.engine.merge_source import OP_DELETE
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.state.schema import COLUMN_NAMES
 

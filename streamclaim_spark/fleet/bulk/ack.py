@@ -15,7 +15,7 @@ from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import MATCH_KEYS, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.state.columns import id_at_most, stored_id, stored_id_columns
 

@@ -18,7 +18,7 @@ from streamclaim_spark.core.ids import MAX_ID, StreamId, to_stored
 from streamclaim_spark.core.model import Need, StreamMeta
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_stream_head
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.state.frames import json_frame

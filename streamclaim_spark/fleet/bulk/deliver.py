@@ -20,7 +20,7 @@ from streamclaim_spark.core.lag import entries_read_after_delivery, estimate_ent
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.state.columns import id_at_least, stored_id

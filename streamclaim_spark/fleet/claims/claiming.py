@@ -33,7 +33,7 @@ from streamclaim_spark.core.ids import StreamId, parse_id, parse_range_start
 from streamclaim_spark.core.integers import LLONG_MAX, LLONG_MIN
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import (
+from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
     CLAIM_JUST_ID,

@@ -39,8 +39,9 @@ from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.object_store import WriterSafety
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.retries import ConflictRetriesExhaustedError, RetryPolicy
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.engine.transaction import ConflictRetriesExhaustedError, RetryPolicy, commit_metrics
+from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
 from streamclaim_spark.fleet.claims.selection import StaleSelection, selected_groups

@@ -47,6 +47,8 @@ PROG = "streamclaim-recover"
 log = logging.getLogger("streamclaim_spark.cli.recover")
 
 
+# Long: one add_argument per flag, in the order --help lists them; split up, the flags' help would be
+# scattered over helpers that each run once.
 def build_parser() -> argparse.ArgumentParser:
     """The job's flags; each one overrides the conf/ key named in its help."""
     parser = argparse.ArgumentParser(

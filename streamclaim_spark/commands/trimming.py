@@ -80,6 +80,8 @@ class AddOrTrimArgs:
     nomkstream: bool
 
 
+# Long: it mirrors Redis' streamParseAddOrTrimArgsOrReply branch for branch, so that its order of checks
+# (hence which error a bad command gets) can be read against the server's source side by side.
 def parse_add_or_trim(argv: Sequence[str], xadd: bool) -> AddOrTrimArgs:
     """Redis' streamParseAddOrTrimArgsOrReply, option by option, in the server's order of checks."""
     strategy: str | None = None

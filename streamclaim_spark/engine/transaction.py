@@ -19,7 +19,6 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import bucket_of
 from streamclaim_spark.engine.merge_source import (
@@ -37,7 +36,7 @@ from streamclaim_spark.engine.merge_source import (
     source_rows,
 )
 from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.state.columns import id_between
+from streamclaim_spark.state.columns import id_between, stored_id
 from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import commit_info, committing, merge_into, update_in_place
@@ -236,9 +235,7 @@ def id_bounds(writes: Iterable[Write]) -> list[Column]:
     kind = F.col(f"{TARGET}.{C.ROW_KIND}")
     bounds = []
     for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
-        ids = sorted(
-            StreamId.from_stored(w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind
-        )
+        ids = sorted(stored_id(w.row) for w in writes if w.row.get(C.ROW_KIND) == row_kind)
         if ids:
             in_range = id_between(ids[0], ids[-1], table=TARGET)
             bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)

@@ -92,6 +92,13 @@ def stored_id_columns(text: Column) -> tuple[Column, Column]:
     return parts[0], parts[1]
 
 
+def id_range_aggregates() -> list[Column]:
+    """Aggregates of the rows' count (``n``) and smallest and largest ID (``lo``, ``hi``: ID structs that
+    ``stored_id`` decodes), for one pass over a PEL or a stream's entries."""
+    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+    return [F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi")]
+
+
 def stored_id(row: StateRow, ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
     return StreamId.from_stored(row[ms], row[seq])
 

@@ -23,7 +23,7 @@ from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import nogroup_xreadgroup
-from streamclaim_spark.state.columns import id_at_least, stored_id
+from streamclaim_spark.state.columns import id_at_least, id_range_aggregates, stored_id
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import pruned_to
 
@@ -57,8 +57,7 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
         entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(head.last_id.incr()))
         if count is not None:
             entries = entries.orderBy(C.ID_MS, C.ID_SEQ).limit(count)
-        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-        bounds = entries.agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi")).first()
+        bounds = entries.agg(*id_range_aggregates()).first()
         assert bounds is not None
         delivered = int(bounds["n"])
         if delivered == 0:
@@ -175,12 +174,7 @@ def plan_deliveries(
         return results
     assert lowest is not None
     delivered = _delivered(ctx, records, lowest, count, total)
-    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-    bounds = (
-        delivered.groupBy(_TARGET)
-        .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
-        .collect()
-    )
+    bounds = delivered.groupBy(_TARGET).agg(*id_range_aggregates()).collect()
     if not bounds:
         return results
     rows = _pending_rows(ctx, delivered)

@@ -261,7 +261,7 @@ def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry
         raise RuntimeError("driver lost")
 
     with monkeypatch.context() as patch:
-        patch.setattr(recovery, "_claim_rounds", crash)
+        patch.setattr(recovery, "claim_rounds", crash)
         with pytest.raises(RecoveryFailedError) as failure:
             recover_stale(store, orders_only, run_id="run-crashed")
 

@@ -214,8 +214,11 @@ class PrefetchedSnapshot:
         return frame
 
     def _keyed_rows(self, stream_heads: set[str], group_heads: set[str], consumers: dict[str, set[str]]) -> DataFrame:
-        """The head rows of ``stream_heads`` and ``group_heads`` and the named consumers' rows, selected by a
-        broadcast semi-join with their keys (partition, kind, consumer): one py4j call for any number."""
+        """The head rows of ``stream_heads`` and ``group_heads`` and the named consumers' rows.
+
+        They are selected by a broadcast semi-join with their keys (partition, kind, consumer): one py4j
+        call for any number of them.
+        """
         records: list[dict[str, str | None]] = [
             {C.PARTITION_ID: part, C.ROW_KIND: kind, C.CONSUMER: None}
             for kind, heads in ((C.KIND_STREAM, stream_heads), (C.KIND_GROUP, group_heads))

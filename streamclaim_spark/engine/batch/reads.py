@@ -84,9 +84,11 @@ class BatchReads(Snapshot):
         return partitions
 
     def preload(self, touched: Iterable[tuple[str, Sequence[str]]]) -> None:
-        """Loads, in one query, the partitions of these streams and groups when together they fit in
-        ``load_limit`` rows (commands.touched says which a batch's commands will read); otherwise each
-        partition is probed when first read, as without it."""
+        """Loads, in one query, the partitions of these streams and groups when together they fit.
+
+        ``commands.touched`` says which partitions a batch's commands will read. When together they hold
+        more than ``load_limit`` rows, each partition is probed when first read, as without a preload.
+        """
         partitions: list[str] = []
         for key, groups in touched:
             self._owners.setdefault(stream_partition(key), (key, None))

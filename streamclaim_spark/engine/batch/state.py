@@ -81,8 +81,11 @@ class BatchSnapshot(BatchReads):
             self._overlaid = None
 
     def _read_claimed_rows(self, writes: Sequence[Write]) -> None:
-        """Reads, in one query per group, the PEL rows that claims in a partition not held in memory
-        apply to and that no point lookup has read yet (a scan, e.g. XAUTOCLAIM's, leaves them uncached)."""
+        """Reads the PEL rows the claims apply to, in one query per group.
+
+        Only rows of partitions not held in memory that no point lookup has read yet: a scan (e.g.
+        XAUTOCLAIM's) leaves them uncached.
+        """
         missing: dict[tuple[str, str], set[StreamId]] = {}
         for write in writes:
             if write.claim is None or write.partition in self._loaded or write.key() in self._changed:
@@ -151,10 +154,12 @@ class BatchSnapshot(BatchReads):
     # --- the commit ---------------------------------------------------------------------------------
 
     def plan(self, txn: str, guard_reads: bool = True) -> Plan:
-        """Every row the batch changed, once, guarded on the versions the batch started from; and,
-        with ``guard_reads``, when it changes anything, a guard on each head it only read (the later
-        commands' replies and writes depend on them; a batch of one command guards what it decided
-        on itself, as a command outside a batch does)."""
+        """Every row the batch changed, once, guarded on the versions the batch started from.
+
+        With ``guard_reads``, a batch that changes anything also guards each head it only read: the later
+        commands' replies and writes depend on them. (A batch of one command guards what it decided on
+        itself, as a command outside a batch does.)
+        """
         plan = Plan()
         for key, (identity, row) in self._changed.items():
             guarded = key in self._guards

@@ -15,13 +15,19 @@ from __future__ import annotations
 
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import RefPolicy
-from streamclaim_spark.engine.transaction import ConflictRetriesExhaustedError, RetryPolicy
+from streamclaim_spark.engine.retries import RetryPolicy
 from streamclaim_spark.errors import (
+    ArgumentTypeError,
+    BatchPlanError,
     ClassicSessionRequiredError,
     ClientQuitError,
     CommitMismatchError,
+    ConfigError,
+    ConflictRetriesExhaustedError,
     ImportRefusedError,
     InvalidArgumentError,
+    InvalidConfigValueError,
+    NothingCommittedError,
     OptionError,
     PayloadNotTextError,
     ProtocolViolationError,
@@ -30,6 +36,7 @@ from streamclaim_spark.errors import (
     ReplyError,
     ServerStoppingError,
     SourceNotRegisteredError,
+    StoreChangedError,
     StoreLayoutError,
     StreamclaimError,
     UnsafeObjectStoreError,
@@ -39,14 +46,19 @@ from streamclaim_spark.state.session import build_session
 from streamclaim_spark.store import StreamStore
 
 __all__ = [
+    "ArgumentTypeError",
     "BatchClaim",
+    "BatchPlanError",
     "ClaimRequest",
     "ClassicSessionRequiredError",
     "ClientQuitError",
     "CommitMismatchError",
+    "ConfigError",
     "ConflictRetriesExhaustedError",
     "ImportRefusedError",
     "InvalidArgumentError",
+    "InvalidConfigValueError",
+    "NothingCommittedError",
     "OptionError",
     "PayloadNotTextError",
     "ProtocolViolationError",
@@ -58,6 +70,7 @@ __all__ = [
     "ServerStoppingError",
     "SourceNotRegisteredError",
     "StaleSelection",
+    "StoreChangedError",
     "StoreLayoutError",
     "StreamId",
     "StreamStore",

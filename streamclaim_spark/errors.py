@@ -58,6 +58,11 @@ class InvalidArgumentError(StreamclaimError, ValueError):
     limit); the message names the argument, what it got and the fix. Nothing has been written."""
 
 
+class ArgumentTypeError(StreamclaimError, TypeError):
+    """Raised when a value has a type the call cannot take: an argv element neither ``str`` nor ``bytes``,
+    a reply or a DataFrame cell of a type with no RESP or JSON form."""
+
+
 class OptionError(StreamclaimError, ValueError):
     """A ``streamclaim`` source or sink option is missing or malformed; the message names it and the fix."""
 
@@ -113,6 +118,37 @@ class RecoveryFailedError(StreamclaimError, RuntimeError):
 
 class RecoverySelectionError(StreamclaimError, ValueError):
     """Raised before anything is written when the run's stream and group patterns select no group."""
+
+
+class ConfigError(StreamclaimError, ValueError):
+    """Raised when the configuration cannot be read or a key holds a value the job cannot use."""
+
+
+class InvalidConfigValueError(StreamclaimError, ValueError):
+    """Raised by a key's parser with the value's problem and its fix; loading turns it into a ConfigError
+    that names the key and where its value came from."""
+
+
+class NothingCommittedError(StreamclaimError, RuntimeError):
+    """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
+
+
+class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
+    """Raised when a command lost its commit race more often than the retry policy allows."""
+
+    @property
+    def last_race(self) -> BaseException | None:
+        """The last attempt's lost race (Delta's conflict exception, or the stale-snapshot abort): the
+        retry loop raises this error only from one."""
+        return self.__cause__
+
+
+class StoreChangedError(StreamclaimError, RuntimeError):
+    """Another writer changed an imported stream in the store while the import read Redis."""
+
+
+class BatchPlanError(StreamclaimError, ValueError):
+    """A command's plan that a batch cannot replay in memory (an in-place bulk update)."""
 
 
 SYNTAX = "ERR syntax error"

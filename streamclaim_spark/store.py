@@ -23,8 +23,8 @@ from streamclaim_spark.core.object_store import WriterSafety
 from streamclaim_spark.core.replies import decoded, encoded
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.retries import RetryPolicy
 from streamclaim_spark.engine.runner import Clock, Runner
-from streamclaim_spark.engine.transaction import RetryPolicy
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet import bulk, claims
 from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup

@@ -23,7 +23,9 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import ConfigError, SparkConfig, flag_overrides, load_config
+from streamclaim_spark.core.config import SparkConfig
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
+from streamclaim_spark.errors import ConfigError
 from streamclaim_spark.importer import DEFAULT_PAGE, ImportRefusedError, StreamCopy, import_redis
 from streamclaim_spark.importer.redis_reader import raw_replies, stream_keys
 from streamclaim_spark.state.session import session_from_config

@@ -20,8 +20,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, ConfigError, Key, flag_overrides, load_config
-from streamclaim_spark.errors import UnsafeObjectStoreError
+from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, Key
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
+from streamclaim_spark.errors import ConfigError, UnsafeObjectStoreError
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
     RecoveryFailedError,
@@ -46,6 +47,8 @@ PROG = "streamclaim-recover"
 log = logging.getLogger("streamclaim_spark.cli.recover")
 
 
+# Long: one add_argument per flag, in the order --help lists them; split up, the flags' help would be
+# scattered over helpers that each run once.
 def build_parser() -> argparse.ArgumentParser:
     """The job's flags; each one overrides the conf/ key named in its help."""
     parser = argparse.ArgumentParser(

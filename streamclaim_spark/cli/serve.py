@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from streamclaim_spark.core.config import AppConfig, ConfigError, Key, flag_overrides, load_config
-from streamclaim_spark.errors import UnsafeObjectStoreError
+from streamclaim_spark.core.config import AppConfig, Key
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
+from streamclaim_spark.errors import ConfigError, UnsafeObjectStoreError
 from streamclaim_spark.server.server import PROG, StreamClaimServer
 from streamclaim_spark.state.session import session_from_config
 from streamclaim_spark.store import StreamStore

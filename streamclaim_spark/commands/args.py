@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from streamclaim_spark.core.integers import parse_ll
 from streamclaim_spark.errors import (
     NOT_AN_INTEGER,
+    ArgumentTypeError,
     ReplyError,
     c_string,
     lone_surrogates_argument,
@@ -89,7 +90,7 @@ def decode_argv(argv: Sequence[str | bytes]) -> list[str]:
         if isinstance(value, bytes | bytearray):
             value = bytes(value).decode("utf-8", "surrogateescape")
         elif not isinstance(value, str):
-            raise TypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
+            raise ArgumentTypeError(f"argv[{position}]: expected str or bytes, got {type(value).__name__}")
         elif not is_text(value):
             raise lone_surrogates_argument(position)
         decoded.append(value)

@@ -20,7 +20,7 @@ from streamclaim_spark.core.model import ConsumerMeta, GroupMeta, StreamMeta, Wr
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.core.replies import OK, entry_reply, flat_record, help_reply
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame_for_deletes
 from streamclaim_spark.engine.writes import put_group, put_stream_head
 from streamclaim_spark.errors import (
     BUSYGROUP,

@@ -24,7 +24,7 @@ from streamclaim_spark.core.model import (
 )
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.errors import (
     ERR_LIMIT_NEGATIVE,
@@ -80,6 +80,8 @@ class AddOrTrimArgs:
     nomkstream: bool
 
 
+# Long: it mirrors Redis' streamParseAddOrTrimArgsOrReply branch for branch, so that its order of checks
+# (hence which error a bad command gets) can be read against the server's source side by side.
 def parse_add_or_trim(argv: Sequence[str], xadd: bool) -> AddOrTrimArgs:
     """Redis' streamParseAddOrTrimArgsOrReply, option by option, in the server's order of checks."""
     strategy: str | None = None

@@ -1,30 +1,23 @@
-"""Typed, layered configuration for the jobs: ``conf/base.toml``, then ``conf/local.toml``, then CLI flags.
-
-Each layer overrides the one before key by key (tables merge, values replace). The merged keys are parsed
-into frozen dataclasses; an unknown key, a wrong type or an out-of-range value raises ``ConfigError``
-naming the file (or flag) and the key, and saying how to fix it. Nothing here touches Spark.
+"""Typed configuration of the jobs: the sections of ``conf/*.toml`` as frozen dataclasses, and their keys.
 
 Each key is declared once, on its dataclass field (``conf_key``: its parser, and its name in the file or
-on the command line where that differs from the field's); the schema, the loader, ``known_keys`` and the
-flags' overrides are all derived from those fields.
+on the command line where that differs from the field's); the parsers below check and convert a value,
+or say how to fix it. ``config_loader`` reads the files and flags into these sections, deriving the
+schema, ``known_keys`` and the flags' overrides from the same fields. Nothing here touches Spark.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
 import re
-import tomllib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import ConfigError, InvalidArgumentError, InvalidConfigValueError
 
-BASE_FILE = "base.toml"
-LOCAL_FILE = "local.toml"
 DEFAULT_DATABASE = "streamclaim"
 
 Assign = Literal["consumer", "live", "nack"]
@@ -43,14 +36,6 @@ Key = tuple[str, ...]
 Parser = Callable[[Any], Any]
 
 
-class ConfigError(StreamclaimError, ValueError):
-    """Raised when the configuration cannot be read or a key holds a value the job cannot use."""
-
-
-class _Invalid(Exception):
-    """A value's problem and its fix, turned into a ConfigError that names the key and its origin."""
-
-
 def resolve_store_path(path: str, base: Path | str | None = None) -> str:
     """The store folder ``path`` names: a URL (``s3a://``, ``abfss://``, ``file:/``) as it is, a local path
     made absolute from ``base``: the project folder for a conf file, the current folder (None) for a flag."""
@@ -59,7 +44,7 @@ def resolve_store_path(path: str, base: Path | str | None = None) -> str:
     return os.path.abspath(os.path.join(base if base is not None else os.getcwd(), path))
 
 
-# --- value parsers: each returns the value or raises _Invalid saying what the key needs ------------------
+# --- value parsers: each returns the value or raises InvalidConfigValueError saying what the key needs ---
 
 
 def _parser(accepts: Callable[[Any], bool], problem: str, convert: Parser = lambda value: value) -> Parser:
@@ -67,7 +52,7 @@ def _parser(accepts: Callable[[Any], bool], problem: str, convert: Parser = lamb
 
     def parse(value: Any) -> Any:
         if not accepts(value):
-            raise _Invalid(problem)
+            raise InvalidConfigValueError(problem)
         return convert(value)
 
     return parse
@@ -114,15 +99,16 @@ def parse_duration_ms(value: Any) -> int:
     if match:
         return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
     problem = "must not be negative" if type(value) is int else "is not a duration"
-    raise _Invalid(f"{problem}; {_DURATION_FIX}")
+    raise InvalidConfigValueError(f"{problem}; {_DURATION_FIX}")
 
 
-def _spark_value(value: Any) -> str:
+def spark_value(value: Any) -> str:
+    """A ``[spark.conf]`` value as the text Spark takes."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float | str):
         return str(value)
-    raise _Invalid("must be a string, number or boolean")
+    raise InvalidConfigValueError("must be a string, number or boolean")
 
 
 # --- the keys: declared on the dataclass fields --------------------------------------------------------
@@ -132,7 +118,7 @@ def _spark_value(value: Any) -> str:
 class ConfKey:
     """What makes a dataclass field a key of its class's ``TABLE``; declared with ``conf_key``."""
 
-    parse: Parser  # checks and converts the file's (or flag's) value; raises _Invalid saying the fix
+    parse: Parser  # checks and converts the file's (or flag's) value; raises InvalidConfigValueError saying the fix
     name: str = ""  # the key's name, when not the field's (min_idle for min_idle_ms)
     flag: str = ""  # the argparse attribute of the flag that sets it, when not the key's name
     from_flag: Parser | None = None  # turns the flag's value into the key's (--store: from the current folder)
@@ -143,6 +129,19 @@ class ConfKey:
 def conf_key(parse: Parser, name: str = "", **declared: Any) -> dict[str, ConfKey]:
     """Field metadata declaring the field a conf key (see ``ConfKey``)."""
     return {"conf_key": ConfKey(parse, name, **declared)}
+
+
+def conf_keys(section: type[Any]) -> Iterator[tuple[str, Key, ConfKey]]:
+    """(field name, key, declaration) of each conf key of a section dataclass."""
+    for item in fields(section):
+        if "conf_key" in item.metadata:
+            declared: ConfKey = item.metadata["conf_key"]
+            yield item.name, (*section.TABLE, declared.name or item.name), declared
+
+
+def dotted(key: Key) -> str:
+    """``("jobs", "recover_stale", "min_idle")`` as ``jobs.recover_stale.min_idle`` (spark keys quoted)."""
+    return ".".join(f'"{part}"' if "." in part else part for part in key)
 
 
 @dataclass(frozen=True)
@@ -201,7 +200,7 @@ class SparkConfig:
     def settings(self) -> dict[str, str]:
         """Every Spark setting this config makes as ``spark.*`` keys, but the builder's own arguments."""
         settings = dict(self.conf)
-        for name, _, declared in _keys(SparkConfig):
+        for name, _, declared in conf_keys(SparkConfig):
             value = getattr(self, name)
             if declared.spark and declared.spark not in self.BUILDER_SETTINGS and value is not None:
                 settings[declared.spark] = str(value)
@@ -241,19 +240,21 @@ class RecoveryOptions:
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:
-            raise ValueError(f"min_idle_ms={self.min_idle_ms}: give 0 or more milliseconds")
+            raise InvalidArgumentError(f"min_idle_ms={self.min_idle_ms}: give 0 or more milliseconds")
         if self.live_window_ms <= 0:
-            raise ValueError(f"live_window_ms={self.live_window_ms}: give a positive number of milliseconds")
+            raise InvalidArgumentError(f"live_window_ms={self.live_window_ms}: give a positive number of milliseconds")
         if self.max_deliveries < 1:
-            raise ValueError(f"max_deliveries={self.max_deliveries}: give 1 or more (or turn dead_letter off)")
+            raise InvalidArgumentError(
+                f"max_deliveries={self.max_deliveries}: give 1 or more (or turn dead_letter off)"
+            )
         if self.assign not in ASSIGN_MODES:
-            raise ValueError(f"assign={self.assign!r}: give one of {', '.join(ASSIGN_MODES)}")
+            raise InvalidArgumentError(f"assign={self.assign!r}: give one of {', '.join(ASSIGN_MODES)}")
         if not self.consumer:
-            raise ValueError("consumer: give the name of the recovery consumer, e.g. 'recovery'")
+            raise InvalidArgumentError("consumer: give the name of the recovery consumer, e.g. 'recovery'")
         for name in ("streams", "groups"):
             patterns = getattr(self, name)
             if isinstance(patterns, str) or not patterns:
-                raise ValueError(f"{name}: give a non-empty tuple of names or patterns, e.g. ('orders-*',)")
+                raise InvalidArgumentError(f"{name}: give a non-empty tuple of names or patterns, e.g. ('orders-*',)")
 
 
 @dataclass(frozen=True)
@@ -286,15 +287,15 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
-            raise ValueError(f"port={self.port}: give a TCP port from 1 to 65535 (0 picks a free one)")
+            raise InvalidArgumentError(f"port={self.port}: give a TCP port from 1 to 65535 (0 picks a free one)")
         if not is_loopback(self.bind) and not self.requirepass:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"bind={self.bind!r} is not a loopback address and no requirepass is set: anyone who reaches "
                 "the port could read and delete every stream; set requirepass (or bind 127.0.0.1)"
             )
-        for name, _, declared in _keys(ServerConfig):
+        for name, _, declared in conf_keys(ServerConfig):
             if declared.parse is _positive_int and getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)}: give 1 or more")
+                raise InvalidArgumentError(f"{name}={getattr(self, name)}: give 1 or more")
 
 
 def is_loopback(address: str) -> bool:
@@ -318,180 +319,13 @@ class AppConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
 
 
-# --- the schema, derived from the fields ----------------------------------------------------------------
+# --- a key's value, parsed ------------------------------------------------------------------------------
 
 
-def dotted(key: Key) -> str:
-    """``("jobs", "recover_stale", "min_idle")`` as ``jobs.recover_stale.min_idle`` (spark keys quoted)."""
-    return ".".join(f'"{part}"' if "." in part else part for part in key)
-
-
-_SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig)
-
-
-def _keys(section: type[Any]) -> Iterator[tuple[str, Key, ConfKey]]:
-    """(field name, key, declaration) of each conf key of a section dataclass."""
-    for item in fields(section):
-        if "conf_key" in item.metadata:
-            declared: ConfKey = item.metadata["conf_key"]
-            yield item.name, (*section.TABLE, declared.name or item.name), declared
-
-
-# Every key a file may set. ``spark.conf`` takes any ``spark.*`` key.
-_LEAVES: dict[Key, ConfKey] = {key: declared for section in _SECTIONS for _, key, declared in _keys(section)}
-SPARK_CONF: Key = (*SparkConfig.TABLE, "conf")
-# Settings with a typed key of their own, so there is one place to set them.
-_TYPED_SPARK_KEYS = {
-    declared.spark: declared.through or f"[{dotted(key[:-1])}] {key[-1]}"
-    for key, declared in _LEAVES.items()
-    if declared.spark
-}
-_TABLES = {key[:i] for key in (*_LEAVES, SPARK_CONF) for i in range(1, len(key))} | {SPARK_CONF}
-
-
-def known_keys() -> Iterable[str]:
-    """Every key the files may set, dotted (``spark.conf`` stands for any ``spark.*`` setting)."""
-    return [dotted(key) for key in (*_LEAVES, SPARK_CONF)]
-
-
-def flag_overrides(args: object) -> dict[Key, tuple[Any, str]]:
-    """Overrides from parsed command-line flags: each key's flag (``--`` and its name, or its ``flag``, with
-    dashes) that ``args`` has and was given (not None) sets the key, credited to the flag in errors."""
-    overrides: dict[Key, tuple[Any, str]] = {}
-    for key, declared in _LEAVES.items():
-        attribute = declared.flag or key[-1]
-        value = getattr(args, attribute, None)
-        if value is not None:
-            converted = declared.from_flag(value) if declared.from_flag else value
-            overrides[key] = (converted, "--" + attribute.replace("_", "-"))
-    return overrides
-
-
-# --- loading ---------------------------------------------------------------------------------------------
-
-
-def _flatten(table: Mapping[str, Any], origin: str, prefix: Key = ()) -> dict[Key, Any]:
-    """Leaf keys of a TOML document, each checked against the schema."""
-    leaves: dict[Key, Any] = {}
-    for name, value in table.items():
-        key = (*prefix, name)
-        if prefix == SPARK_CONF:
-            _check_spark_key(key, origin)
-            leaves[key] = value
-        elif key in _TABLES:
-            if not isinstance(value, dict):
-                raise ConfigError(f"{origin}: {dotted(key)} must be a table; write it as [{dotted(key)}]")
-            leaves.update(_flatten(value, origin, key))
-        elif key in _LEAVES:
-            leaves[key] = value
-        else:
-            raise ConfigError(f"{origin}: unknown key {dotted(key)}; {_suggest(key)}")
-    return leaves
-
-
-def _check_spark_key(key: Key, origin: str) -> None:
-    name = key[-1]
-    if not name.startswith("spark."):
-        raise ConfigError(
-            f'{origin}: {dotted(key)}: Spark setting names start with "spark."; '
-            'quote the whole name, e.g. "spark.sql.adaptive.enabled" = "true"'
-        )
-    if name in _TYPED_SPARK_KEYS:
-        raise ConfigError(f"{origin}: {dotted(key)}: set it through {_TYPED_SPARK_KEYS[name]} instead")
-
-
-def _suggest(key: Key) -> str:
-    """The keys allowed next to ``key``, and the closest one to what was written."""
-    prefix = key[:-1]
-    depth = len(prefix)
-    siblings = sorted({k[depth] for k in (*_LEAVES, *_TABLES) if len(k) > depth and k[:depth] == prefix})
-    close = difflib.get_close_matches(key[-1], siblings, n=1)
-    hint = f"did you mean {dotted((*key[:-1], close[0]))}? " if close else ""
-    where = f"[{dotted(key[:-1])}]" if len(key) > 1 else "the top level"
-    return f"{hint}keys allowed in {where}: {', '.join(siblings)} (see conf/README.md)"
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """A TOML file as a dict; a syntax error names the file and the line."""
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"{path}: not valid TOML ({error}); fix the syntax there") from None
-
-
-def load_config(
-    conf_dir: Path | str,
-    overrides: Mapping[Key, tuple[Any, str]] | None = None,
-    *,
-    local: bool = True,
-) -> AppConfig:
-    """Reads ``base.toml`` and, when present, ``local.toml`` from ``conf_dir``, then applies ``overrides``.
-
-    Args:
-        conf_dir: Folder holding ``base.toml`` (required) and ``local.toml`` (optional, git-ignored).
-        overrides: Values from the command line: key -> (value, flag that gave it), e.g.
-            ``{("store", "path"): ("/data/s", "--store")}``.
-        local: Read ``local.toml`` (default True).
-
-    Raises:
-        ConfigError: A file is missing or malformed, a key is unknown, or a value is invalid.
-    """
-    folder = Path(conf_dir)
-    base = folder / BASE_FILE
-    if not base.is_file():
-        raise ConfigError(
-            f"conf: no {BASE_FILE} in {folder.resolve()}; run from the project folder (the one holding conf/), "
-            "or pass --conf-dir (or set STREAMCLAIM_CONF_DIR) to the folder with base.toml"
-        )
-    layers = [base]
-    if local and (folder / LOCAL_FILE).is_file():
-        layers.append(folder / LOCAL_FILE)
-    merged: dict[Key, tuple[Any, str]] = {}  # key -> (value, the file or flag that set it)
-    for path in layers:
-        merged.update((key, (value, str(path))) for key, value in _flatten(read_toml(path), str(path)).items())
-    for key, (_, flag) in (overrides or {}).items():
-        if key[:-1] == SPARK_CONF:
-            _check_spark_key(key, flag)
-        elif key not in _LEAVES:
-            raise ConfigError(f"{flag}: unknown key {dotted(key)}")
-    merged.update(overrides or {})
-    path_key: Key = (*StoreConfig.TABLE, "path")
-    if path_key not in merged:
-        raise ConfigError(f"store.path is not set; set it in {base} or {folder / LOCAL_FILE}, or pass --store")
-    store_path = _parse(merged, path_key, _LEAVES[path_key].parse)
-    if merged[path_key][1] in {str(p) for p in layers}:
-        store_path = resolve_store_path(store_path, folder.resolve().parent)
-    spark_conf = {key[-1]: _parse(merged, key, _spark_value) for key in sorted(merged) if key[:-1] == SPARK_CONF}
-    return AppConfig(
-        store=_build(merged, StoreConfig, path=store_path),
-        spark=_build(merged, SparkConfig, conf=spark_conf),
-        recover_stale=_build(merged, RecoveryOptions),
-        sources=tuple(str(p) for p in layers),
-        server=_build(merged, ServerConfig),
-    )
-
-
-def _parse(merged: Mapping[Key, tuple[Any, str]], key: Key, parser: Parser) -> Any:
+def parsed(merged: Mapping[Key, tuple[Any, str]], key: Key, parser: Parser) -> Any:
     """The value of ``key`` parsed; an invalid one raises ConfigError naming its file (or flag) and the key."""
     value, origin = merged[key]
     try:
         return parser(value)
-    except _Invalid as problem:
+    except InvalidConfigValueError as problem:
         raise ConfigError(f"{origin}: {dotted(key)} = {value!r} {problem}") from None
-
-
-def _build(merged: Mapping[Key, tuple[Any, str]], section: type[Any], **given: Any) -> Any:
-    """The section's dataclass from the keys set in its ``TABLE`` (``given`` fields as they are)."""
-    kwargs = dict(given)
-    origins = set()
-    for name, key, declared in _keys(section):
-        if key in merged:
-            origins.add(merged[key][1])
-            if name not in given:
-                kwargs[name] = _parse(merged, key, declared.parse)
-    try:
-        return section(**kwargs)
-    except ValueError as error:
-        # A cross-field rule of the dataclass; name the table the keys live in.
-        raise ConfigError(f"{', '.join(sorted(origins)) or 'defaults'}: [{dotted(section.TABLE)}] {error}") from None

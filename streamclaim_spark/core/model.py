@@ -13,7 +13,7 @@ from enum import Enum
 from typing import Any
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import ZERO_ID, StreamId, to_stored
+from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 
 # Field names and values are bytes, exactly as the client sent them (Redis streams are binary-safe).
@@ -169,7 +169,7 @@ class Write:
 class Plan:
     """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
 
-    ``frames`` hold DataFrames shaped like the MERGE source (see transaction.py); they let a command
+    ``frames`` hold DataFrames shaped like the MERGE source (see merge_source.py); they let a command
     delete or rewrite millions of rows without collecting them to the driver. ``update`` (a
     ``transaction.InPlaceUpdate``) instead rewrites rows where they lie, with no source to join:
     a plan commits either writes and frames as one MERGE, or one update.
@@ -214,14 +214,11 @@ def stream_head_row(meta: StreamMeta, txn: str) -> dict[str, Any]:
         C.PARTITION_ID: stream_partition(meta.key),
         C.ROW_KIND: C.KIND_STREAM,
         C.STREAM: meta.key,
-        C.LAST_MS: to_stored(meta.last_id.ms),
-        C.LAST_SEQ: to_stored(meta.last_id.seq),
+        **_stored_columns(C.LAST_MS, C.LAST_SEQ, meta.last_id),
         C.ENTRIES_ADDED: meta.entries_added,
         C.ENTRY_COUNT: meta.length,
-        C.FIRST_MS: to_stored(meta.first_id.ms),
-        C.FIRST_SEQ: to_stored(meta.first_id.seq),
-        C.MAX_DELETED_MS: to_stored(meta.max_deleted_id.ms),
-        C.MAX_DELETED_SEQ: to_stored(meta.max_deleted_id.seq),
+        **_stored_columns(C.FIRST_MS, C.FIRST_SEQ, meta.first_id),
+        **_stored_columns(C.MAX_DELETED_MS, C.MAX_DELETED_SEQ, meta.max_deleted_id),
         C.GROUP_NAMES: list(meta.groups),
         C.VERSION: meta.version + 1,
         C.TXN: txn,
@@ -237,8 +234,7 @@ def entry_row(key: str, entry: Entry, txn: str) -> dict[str, Any]:
         C.PARTITION_ID: stream_partition(key),
         C.ROW_KIND: C.KIND_ENTRY,
         C.STREAM: key,
-        C.ID_MS: to_stored(entry.id.ms),
-        C.ID_SEQ: to_stored(entry.id.seq),
+        **_stored_columns(C.ID_MS, C.ID_SEQ, entry.id),
         C.FIELDS: [{"field": f, "value": v} for f, v in entry.fields],
         C.TXN: txn,
     }
@@ -249,8 +245,7 @@ def entry_key(key: str, entry_id: StreamId) -> dict[str, Any]:
         C.PARTITION_ID: stream_partition(key),
         C.ROW_KIND: C.KIND_ENTRY,
         C.STREAM: key,
-        C.ID_MS: to_stored(entry_id.ms),
-        C.ID_SEQ: to_stored(entry_id.seq),
+        **_stored_columns(C.ID_MS, C.ID_SEQ, entry_id),
     }
 
 
@@ -258,8 +253,7 @@ def group_head_row(group: GroupMeta, txn: str) -> dict[str, Any]:
     """The group head row for ``group`` with its version bumped."""
     return {
         **_in_group(group.key, group.name, C.KIND_GROUP),
-        C.LAST_MS: to_stored(group.last_id.ms),
-        C.LAST_SEQ: to_stored(group.last_id.seq),
+        **_stored_columns(C.LAST_MS, C.LAST_SEQ, group.last_id),
         C.ENTRIES_READ: group.entries_read,
         C.VERSION: group.version + 1,
         C.TXN: txn,
@@ -289,9 +283,13 @@ def pending_row(key: str, group: str, pending: PendingEntry, txn: str) -> dict[s
 def pending_key(key: str, group: str, entry_id: StreamId) -> dict[str, Any]:
     return {
         **_in_group(key, group, C.KIND_PENDING),
-        C.ID_MS: to_stored(entry_id.ms),
-        C.ID_SEQ: to_stored(entry_id.seq),
+        **_stored_columns(C.ID_MS, C.ID_SEQ, entry_id),
     }
+
+
+def _stored_columns(ms: str, seq: str, stream_id: StreamId) -> dict[str, int]:
+    """The ID as its two stored columns of a row, named ``ms`` and ``seq`` (``StreamId.stored``)."""
+    return dict(zip((ms, seq), stream_id.stored(), strict=True))
 
 
 def _in_group(key: str, group: str, kind: str) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from typing import TypeVar
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import RetryPolicy, commit_plan, run_with_retries
+from streamclaim_spark.engine.retries import RetryPolicy, run_with_retries
+from streamclaim_spark.engine.transaction import commit_plan
 from streamclaim_spark.state.delta_io import child_session, latest_version
 from streamclaim_spark.state.snapshot import Snapshot
 

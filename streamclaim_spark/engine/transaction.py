@@ -1,240 +1,51 @@
-"""Commits a command's writes as one guarded Delta MERGE, and re-runs commands that lose a race.
+"""Commits a command's writes as one guarded Delta MERGE (or one in-place UPDATE), and reads back its version.
 
 Every partition of the state table has one head row (a stream's or a group's) with a ``version``.
 A command reads a snapshot, decides, and commits one MERGE that (1) checks that every head it decided
 on still has the version it read, aborting through ``raise_error`` otherwise, and (2) applies its
 writes. Delta's optimistic concurrency covers the window between the MERGE's own read and its commit;
 the guard covers the window between the command's read and the MERGE's start. A command that loses
-either way is re-run from a fresh snapshot with jittered exponential backoff (docs/DESIGN.md).
+either way is re-run from a fresh snapshot with jittered exponential backoff (retries.py). The MERGE's
+source rows, and what each asks of it, are built in merge_source.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import random
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import bucket_of
-from streamclaim_spark.errors import StreamclaimError
-from streamclaim_spark.state.columns import id_between
-from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
+from streamclaim_spark.engine.merge_source import (
+    CLAIM_CUTOFF,
+    CLAIM_FORCE,
+    CLAIM_JUST_ID,
+    CLAIM_LIVE,
+    CLAIM_RETRY,
+    CLAIM_STEPS,
+    OP_CLAIM,
+    OP_DELETE,
+    OP_EXPECT,
+    OP_GUARD,
+    local_source,
+    source_rows,
+)
+from streamclaim_spark.errors import InvalidArgumentError, NothingCommittedError
+from streamclaim_spark.state.columns import id_between, stored_id
+from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import commit_info, committing, merge_into, update_in_place
-from streamclaim_spark.state.frames import json_frame
-from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
+from streamclaim_spark.state.schema import COLUMN_NAMES, bucket_column
 
-log = logging.getLogger(__name__)
-
-# The MERGE source: a state row plus what to do with it.
-OP_DELETE = "_delete"
-OP_GUARD = "_guard"
-OP_EXPECT = "_expect"
-# Claim columns (model.Claim): set on PEL rows that the MERGE claims under its own conditions.
-OP_CLAIM = "_claim"
-CLAIM_LIVE = "_live"
-CLAIM_CUTOFF = "_cutoff"
-CLAIM_STEPS = "_steps"
-CLAIM_RETRY = "_retry"
-CLAIM_JUST_ID = "_just_id"
-CLAIM_FORCE = "_force"
-SOURCE_SCHEMA = StructType(
-    [
-        *STATE_SCHEMA.fields,
-        StructField(OP_DELETE, BooleanType(), nullable=False),
-        StructField(OP_GUARD, BooleanType(), nullable=False),
-        StructField(OP_EXPECT, LongType()),
-        StructField(OP_CLAIM, BooleanType(), nullable=False),
-        StructField(CLAIM_LIVE, BooleanType()),
-        StructField(CLAIM_CUTOFF, LongType()),
-        StructField(CLAIM_STEPS, LongType()),
-        StructField(CLAIM_RETRY, LongType()),
-        StructField(CLAIM_JUST_ID, BooleanType()),
-        StructField(CLAIM_FORCE, BooleanType()),
-    ]
-)
-_CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST_ID, CLAIM_FORCE)
 # A row never moves: its partition (hence its bucket) is part of its key.
 _VALUE_COLUMNS = tuple(name for name in COLUMN_NAMES if name not in C.KEY_COLUMNS and name != C.BUCKET)
 _LAST_COMMIT_VERSION = "spark.databricks.delta.lastCommitVersionInSession"
 _RAISE_STALE = f"raise_error('{STALE_SNAPSHOT_MARKER}')"
-
-
-class NothingCommittedError(StreamclaimError, RuntimeError):
-    """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
-
-
-class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
-    """Raised when a command lost its commit race more often than the retry policy allows."""
-
-    @property
-    def last_race(self) -> BaseException | None:
-        """The last attempt's lost race: Delta's conflict exception, or the stale-snapshot abort."""
-        return self.__cause__ if self.__cause__ is not None and is_lost_race(self.__cause__) else None
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently a command re-runs after losing a commit race.
-
-    Args:
-        max_attempts: Attempts in all, first one included (default 64).
-        base_delay_s: Backoff before the second attempt; doubles per attempt (default 0.05 s).
-        max_delay_s: Cap on one backoff (default 2 s). Each delay is jittered uniformly in [0.5, 1.5)x.
-    """
-
-    max_attempts: int = 64
-    base_delay_s: float = 0.05
-    max_delay_s: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ValueError(f"max_attempts={self.max_attempts} must be at least 1")
-        if self.base_delay_s < 0 or self.max_delay_s < 0:
-            raise ValueError("base_delay_s and max_delay_s must not be negative")
-
-    def delay(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        bounded = min(self.max_delay_s, self.base_delay_s * float(2 ** (attempt - 1)))
-        return bounded * random.uniform(0.5, 1.5)
-
-
-T = TypeVar("T")
-
-
-def reraising_lost_race(attempt: Callable[[int], T]) -> Callable[[int], T]:
-    """``attempt`` with an inner one-attempt command's exhausted retries re-raised as the race itself, so
-    an outer ``run_with_retries`` re-runs the whole attempt (a claim whose commit is one command)."""
-
-    def unwrapped(number: int) -> T:
-        try:
-            return attempt(number)
-        except ConflictRetriesExhaustedError as error:
-            if error.last_race is not None:
-                raise error.last_race from None
-            raise
-
-    return unwrapped
-
-
-def run_with_retries(attempt_once: Callable[[int], T], policy: RetryPolicy, what: str) -> tuple[T, int]:
-    """Calls ``attempt_once(attempt)`` until it does not lose a race; returns its result and attempts."""
-    for attempt in range(1, policy.max_attempts + 1):
-        try:
-            return attempt_once(attempt), attempt
-        except Exception as error:
-            if not is_lost_race(error):
-                raise
-            if attempt == policy.max_attempts:
-                raise ConflictRetriesExhaustedError(
-                    f"{what}: lost the commit race {attempt} times; raise RetryPolicy.max_attempts "
-                    "or reduce the number of concurrent writers on the same stream or group"
-                ) from error
-            delay = policy.delay(attempt)
-            log.info(
-                "%s lost a commit race (%s); attempt %d again in %.3f s", what, type(error).__name__, attempt + 1, delay
-            )
-            time.sleep(delay)
-    raise AssertionError("unreachable")
-
-
-def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
-    """The MERGE source rows for ``writes``; the last write to a key wins, as in a sequential program."""
-    by_key: dict[tuple[Any, ...], Write] = {}
-    for write in writes:
-        by_key[write.key()] = write
-    return [_source_row(write) for write in by_key.values()]
-
-
-def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:
-    """The MERGE source for ``rows`` (SOURCE_SCHEMA tuples), built in the JVM (json_frame)."""
-    return json_frame(spark, [dict(zip(SOURCE_SCHEMA.names, row, strict=True)) for row in rows], SOURCE_SCHEMA)
-
-
-def _source_row(write: Write) -> tuple[Any, ...]:
-    claim = write.claim
-    row = dict(write.row)
-    claim_values: tuple[Any, ...] = (None,) * len(_CLAIM_COLUMNS)
-    if claim is not None:
-        # The row carries what a win writes; the MERGE's conditions decide whether it wins.
-        row.update({C.OWNER: claim.owner, C.DELIVERY_TIME_MS: claim.delivery_time})
-        claim_values = (
-            claim.live,
-            claim.cutoff,
-            claim.steps,
-            claim.retry_count,
-            claim.just_id,
-            claim.force,
-        )
-    return (
-        *(row.get(name) for name in COLUMN_NAMES),
-        write.delete,
-        write.guard,
-        write.expect_version,
-        claim is not None,
-        *claim_values,
-    )
-
-
-# The columns a MERGE matches a source row to its target row on: all a delete needs to carry.
-MATCH_KEYS = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
-
-
-def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
-    """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them.
-
-    Only the match keys are kept: a bulk delete's source is materialized and shuffled by the MERGE,
-    and a million PEL rows with every state column cost seconds more to move (docs/BENCHMARKS.md).
-    """
-    return source_frame(rows.select(*MATCH_KEYS), delete=True)
-
-
-def source_frame(rows: DataFrame, delete: bool = False) -> DataFrame:
-    """Turns state-table rows into MERGE source rows that write them (or delete them)."""
-    return source_of(rows, operations={OP_DELETE: F.lit(delete)})
-
-
-# Operation columns a source row leaves out: no delete, guard or claim; the claim's parameters null.
-_FALSE_BY_DEFAULT = (OP_DELETE, OP_GUARD, OP_CLAIM)
-
-
-def source_of(
-    rows: DataFrame, values: Mapping[str, Column] | None = None, operations: Mapping[str, Column] | None = None
-) -> DataFrame:
-    """MERGE source rows: the one builder every write path (commands, bulk, claims, recovery) uses.
-
-    Each state column comes from ``values`` when given there, else from ``rows`` when it has the column,
-    else null; each operation column (``OP_*``, ``CLAIM_*``) from ``operations``, else no delete, guard or
-    claim. Columns ``rows`` already holds are selected as they are, so the plan of a plain write is unchanged.
-    """
-    values = values or {}
-    operations = operations or {}
-    present = set(rows.columns)
-    state = [
-        values[f.name].cast(f.dataType).alias(f.name)
-        if f.name in values
-        else F.col(f.name)
-        if f.name in present
-        else F.lit(None).cast(f.dataType).alias(f.name)
-        for f in STATE_SCHEMA.fields
-    ]
-    ops = [
-        operations.get(name, F.lit(False if name in _FALSE_BY_DEFAULT else None))
-        .cast(SOURCE_SCHEMA[name].dataType)
-        .alias(name)
-        for name in SOURCE_SCHEMA.names[len(STATE_SCHEMA.names) :]
-    ]
-    return rows.select(*state, *ops)
 
 
 # Delivery count written by a claim win: RETRYCOUNT, else unchanged with JUSTID, else one more per step.
@@ -291,7 +102,7 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     spark.conf.unset(_LAST_COMMIT_VERSION)
     if plan.update is not None:
         if plan.writes or plan.frames:
-            raise ValueError("a plan commits either rows (one MERGE) or one in-place update, not both")
+            raise InvalidArgumentError("a plan commits either rows (one MERGE) or one in-place update, not both")
         _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
         update: InPlaceUpdate = plan.update
         update_in_place(spark, table_path, update.condition, dict(update.assignments))
@@ -420,9 +231,7 @@ def id_bounds(writes: Iterable[Write]) -> list[Column]:
     kind = F.col(f"{TARGET}.{C.ROW_KIND}")
     bounds = []
     for row_kind in (C.KIND_ENTRY, C.KIND_PENDING):
-        ids = sorted(
-            StreamId.from_stored(w.row[C.ID_MS], w.row[C.ID_SEQ]) for w in writes if w.row.get(C.ROW_KIND) == row_kind
-        )
+        ids = sorted(stored_id(w.row) for w in writes if w.row.get(C.ROW_KIND) == row_kind)
         if ids:
             in_range = id_between(ids[0], ids[-1], table=TARGET)
             bounds.append((kind < F.lit(row_kind)) | (kind > F.lit(row_kind)) | in_range)

@@ -28,7 +28,7 @@ from streamclaim_spark.core.model import (
 )
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame_for_deletes
 from streamclaim_spark.state.schema import in_partitions
 
 

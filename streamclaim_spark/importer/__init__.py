@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.engine.transaction import commit_metrics
-from streamclaim_spark.errors import ImportRefusedError
-from streamclaim_spark.importer.commit import StoreChangedError, commit_import
+from streamclaim_spark.errors import ImportRefusedError, StoreChangedError
+from streamclaim_spark.importer.commit import commit_import
 from streamclaim_spark.importer.redis_reader import StreamCopy, raw_replies, read_stream, stream_keys
 from streamclaim_spark.importer.staging import Staging
 

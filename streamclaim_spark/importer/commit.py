@@ -30,9 +30,9 @@ from streamclaim_spark.core.model import (
 )
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame, source_frame_for_deletes
 from streamclaim_spark.engine.writes import put_stream_head
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.errors import StoreChangedError
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_io import MERGE_TARGET
@@ -41,10 +41,6 @@ from streamclaim_spark.state.schema import STATE_SCHEMA, pruned_to
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
-
-
-class StoreChangedError(StreamclaimError, RuntimeError):
-    """Another writer changed an imported stream in the store while the import read Redis."""
 
 
 def commit_import(

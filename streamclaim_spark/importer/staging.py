@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, IntegerType, LongType, StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import StreamId, to_stored
+from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.importer.redis_reader import PendingRow
 from streamclaim_spark.state.schema import FIELD_PAIR
@@ -145,8 +145,9 @@ class Staging:
         columns[C.PARTITION_ID].extend([partition] * count)
         columns[C.STREAM].extend([key] * count)
         columns[READ].extend([self.reads.get(key, 1)] * count)
-        columns[C.ID_MS].extend(to_stored(entry_id.ms) for entry_id in ids)
-        columns[C.ID_SEQ].extend(to_stored(entry_id.seq) for entry_id in ids)
+        stored = [entry_id.stored() for entry_id in ids]
+        columns[C.ID_MS].extend(ms for ms, _ in stored)
+        columns[C.ID_SEQ].extend(seq for _, seq in stored)
         for name, values in extra.items():
             columns[name].extend(values)
         self.rows[kind] += count

@@ -27,6 +27,7 @@ from streamclaim_spark.errors import (
     TOO_BIG_INLINE,
     TOO_BIG_MBULK_COUNT,
     UNBALANCED_QUOTES,
+    ArgumentTypeError,
     InvalidArgumentError,
     ProtocolViolationError,
     protocol_expected_bulk,
@@ -377,4 +378,4 @@ def _encode(value: Any, parts: list[bytes], is_null_array: _PathTest, path: tupl
         for index, item in enumerate(value):
             _encode(item, parts, is_null_array, (*path, index), resp3)
     else:
-        raise TypeError(f"cannot frame a {type(value).__name__} reply as RESP")
+        raise ArgumentTypeError(f"cannot frame a {type(value).__name__} reply as RESP")

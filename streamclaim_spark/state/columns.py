@@ -7,15 +7,15 @@ skipping, as ``ms-seq`` text, and as ``StreamId``/``Entry``/``PendingEntry`` val
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pyspark.sql import Column, Row
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import STORED_OFFSET, StreamId, from_stored, to_stored
-from streamclaim_spark.core.model import Entry, PendingEntry, Scan
+from streamclaim_spark.core.ids import STORED_OFFSET, StreamId
+from streamclaim_spark.core.model import ConsumerMeta, Entry, PendingEntry
 
 # A state-table row: as Spark collects it, or as a dict (model's row builders, a batch's rows in memory).
 StateRow = Row | Mapping[str, Any]
@@ -31,14 +31,14 @@ def id_at_least(bound: StreamId, table: str = "") -> Column:
 
     ``table`` qualifies the columns with an alias (``"t"`` in a MERGE condition).
     """
-    ms, seq = to_stored(bound.ms), to_stored(bound.seq)
+    ms, seq = bound.stored()
     id_ms, id_seq = _id_columns(table)
     return (id_ms >= F.lit(ms)) & ((id_ms > F.lit(ms)) | (id_seq >= F.lit(seq)))
 
 
 def id_at_most(bound: StreamId, table: str = "") -> Column:
     """Rows whose (id_ms, id_seq) is <= ``bound``."""
-    ms, seq = to_stored(bound.ms), to_stored(bound.seq)
+    ms, seq = bound.stored()
     id_ms, id_seq = _id_columns(table)
     return (id_ms <= F.lit(ms)) & ((id_ms < F.lit(ms)) | (id_seq <= F.lit(seq)))
 
@@ -62,7 +62,7 @@ def id_in(ids: Iterable[StreamId], table: str = "") -> Column:
     if len(wanted) == 1:
         return in_range
     prefix = f"{table}." if table else ""
-    pairs = ", ".join(f"({to_stored(i.ms)}L, {to_stored(i.seq)}L)" for i in wanted)
+    pairs = ", ".join(f"({ms}L, {seq}L)" for ms, seq in (i.stored() for i in wanted))
     return in_range & F.expr(f"({prefix}{C.ID_MS}, {prefix}{C.ID_SEQ}) IN ({pairs})")
 
 
@@ -92,14 +92,25 @@ def stored_id_columns(text: Column) -> tuple[Column, Column]:
     return parts[0], parts[1]
 
 
+def id_range_aggregates() -> list[Column]:
+    """Aggregates of the rows' count (``n``) and smallest and largest ID (``lo``, ``hi``: ID structs that
+    ``stored_id`` decodes), for one pass over a PEL or a stream's entries."""
+    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
+    return [F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi")]
+
+
 def stored_id(row: StateRow, ms: str = C.ID_MS, seq: str = C.ID_SEQ) -> StreamId:
-    return StreamId(from_stored(row[ms]), from_stored(row[seq]))
+    return StreamId.from_stored(row[ms], row[seq])
 
 
 def entry_from_row(row: StateRow) -> Entry:
     # bytes(): a BINARY value is bytes by default, but bytearray when a session turns off
     # spark.sql.execution.pyspark.binaryAsBytes; entries are immutable either way.
     return Entry(stored_id(row), tuple((bytes(pair["field"]), bytes(pair["value"])) for pair in row[C.FIELDS]))
+
+
+def consumer_from_row(row: StateRow) -> ConsumerMeta:
+    return ConsumerMeta(row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS])
 
 
 def pending_from_row(row: StateRow) -> PendingEntry:
@@ -109,21 +120,3 @@ def pending_from_row(row: StateRow) -> PendingEntry:
 def by_bytes(name: str) -> bytes:
     """Redis orders consumers and groups bytewise."""
     return name.encode()
-
-
-def scan_filter(scan: Scan) -> Column:
-    """The rows an ordered range read selects: its ID range, and its owner and delivery cutoff if any."""
-    condition = id_between(scan.low, scan.high)
-    if scan.owner is not None:
-        condition = condition & (F.col(C.OWNER) == scan.owner)
-    if scan.delivered_at_or_before is not None:
-        condition = condition & (F.col(C.DELIVERY_TIME_MS) <= scan.delivered_at_or_before)
-    return condition
-
-
-def any_of(conditions: Sequence[Column]) -> Column:
-    """The disjunction of ``conditions`` (at least one)."""
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined = combined | condition
-    return combined

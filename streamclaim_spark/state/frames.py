@@ -11,6 +11,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, StructType
 
+from streamclaim_spark.errors import ArgumentTypeError
+
 
 def json_frame(spark: SparkSession, records: Sequence[dict[str, Any]], schema: StructType) -> DataFrame:
     """A small DataFrame of ``records`` built in the JVM from one JSON literal.
@@ -27,4 +29,4 @@ def json_frame(spark: SparkSession, records: Sequence[dict[str, Any]], schema: S
 def _json_bytes(value: Any) -> str:
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"cannot write a {type(value).__name__} into a JSON-built DataFrame")
+    raise ArgumentTypeError(f"cannot write a {type(value).__name__} into a JSON-built DataFrame")

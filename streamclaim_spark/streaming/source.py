@@ -25,7 +25,7 @@ from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import is_pattern, matching
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame, source_frame_for_deletes
 from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk import plan_deliveries

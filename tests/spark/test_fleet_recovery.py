@@ -39,8 +39,8 @@ from streamclaim_spark.fleet.recovery import (
     RecoverySelectionError,
     in_place_round,
     recover_stale,
+    rounds,
 )
-from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, table_path
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
@@ -223,7 +223,7 @@ def killed(*_args, **_kwargs):
 
 spark = build_session(master="local[1]", conf={TEST_SPARK_CONF!r})
 store = StreamStore.open({fleet.path!r}, spark=spark, clock=lambda: {T_RUN})
-recovery._claim_rounds = killed
+recovery.claim_rounds = killed
 recovery.recover_stale(store, RecoveryOptions(**{vars(OPTIONS)!r}), run_id="run-killed")
 """
     killed = subprocess.run(
@@ -319,7 +319,7 @@ def test_a_group_changed_during_every_claim_commit_is_skipped_and_reported_while
     busy = ("s01", "b")
     of_busy = (F.col(C.STREAM) == busy[0]) & (F.col(C.GROUP) == busy[1])
     untouched = sorted(pending(fleet).where(of_busy).collect())
-    original = recovery._decide_round
+    original = rounds.decide_round
     joined = iter(range(100))
 
     def interfered(ctx: Any, pairs: list[tuple[str, str]], *args: Any) -> Any:
@@ -327,7 +327,7 @@ def test_a_group_changed_during_every_claim_commit_is_skipped_and_reported_while
             assert fleet.execute("XGROUP", "CREATECONSUMER", *busy, f"late-{next(joined)}") == 1
         return original(ctx, pairs, *args)
 
-    monkeypatch.setattr(recovery, "_decide_round", interfered)
+    monkeypatch.setattr(rounds, "decide_round", interfered)
 
     report = recover_stale(fleet, options, run_id="run-busy")
 
@@ -362,7 +362,7 @@ def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_end
 
     with count_jobs(spark.sparkContext) as counted:
         in_place = recover_stale(fleet, options, run_id="in-place")
-    monkeypatch.setattr(recovery, "claims_only", lambda *_args: [])
+    monkeypatch.setattr(rounds, "claims_only", lambda *_args: [])
     by_merge = recover_stale(merged, options, run_id="merge")
 
     assert counted.jobs <= IN_PLACE_RUN_JOB_BUDGET, counted.jobs

@@ -31,7 +31,7 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
-from streamclaim_spark.fleet.recovery import GroupReport, RecoveryFailedError, recover_stale
+from streamclaim_spark.fleet.recovery import GroupReport, RecoveryFailedError, recover_stale, rounds
 from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.delta_io import latest_version
@@ -261,7 +261,7 @@ def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry
         raise RuntimeError("driver lost")
 
     with monkeypatch.context() as patch:
-        patch.setattr(recovery, "_claim_rounds", crash)
+        patch.setattr(recovery, "claim_rounds", crash)
         with pytest.raises(RecoveryFailedError) as failure:
             recover_stale(store, orders_only, run_id="run-crashed")
 
@@ -287,14 +287,14 @@ def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry
 def test_an_entry_claimed_between_copy_and_ack_stays_pending_and_its_copy_is_withdrawn(
     spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    original: Callable[..., list[DataFrame]] = recovery._claim_rounds
+    original: Callable[..., list[DataFrame]] = rounds.claim_rounds
 
     def reclaimed_first(*args: object) -> list[DataFrame]:
         # bob picks e4 up again after the copy: it is in use, so it must not be acknowledged.
         assert store.execute("XCLAIM", "orders", "billing", "bob", "0", ORDERS[4], "JUSTID") == [ORDERS[4]]
         return original(*args)
 
-    monkeypatch.setattr(recovery, "_claim_rounds", reclaimed_first)
+    monkeypatch.setattr(recovery, "claim_rounds", reclaimed_first)
 
     report = recover_stale(store, replace(OPTIONS, streams=("orders",)), run_id="run-1")
 

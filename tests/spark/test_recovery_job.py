@@ -23,15 +23,9 @@ from pyspark.sql import functions as F
 from streamclaim_spark import StreamStore
 from streamclaim_spark.cli import recover
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import (
-    ConfigError,
-    RecoveryOptions,
-    ServerConfig,
-    SparkConfig,
-    StoreConfig,
-    load_config,
-)
-from streamclaim_spark.errors import UnsafeObjectStoreError
+from streamclaim_spark.core.config import RecoveryOptions, ServerConfig, SparkConfig, StoreConfig
+from streamclaim_spark.core.config_loader import load_config
+from streamclaim_spark.errors import ConfigError, UnsafeObjectStoreError
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.session import DELTA_PACKAGE
 from streamclaim_spark.state.tables import table_path

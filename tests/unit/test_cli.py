@@ -9,7 +9,7 @@ import pytest
 from streamclaim_spark.cli import recover
 from streamclaim_spark.cli.serve import build_parser as server_parser
 from streamclaim_spark.cli.serve import overrides_from as server_overrides
-from streamclaim_spark.core.config import ConfigError
+from streamclaim_spark.errors import ConfigError
 
 JOB = ("jobs", "recover_stale")
 

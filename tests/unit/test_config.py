@@ -10,16 +10,14 @@ import pytest
 
 from streamclaim_spark.core.config import (
     AppConfig,
-    ConfigError,
     RecoveryOptions,
     ServerConfig,
     SparkConfig,
     StoreConfig,
-    known_keys,
-    load_config,
     resolve_store_path,
 )
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.core.config_loader import known_keys, load_config
+from streamclaim_spark.errors import ConfigError, StreamclaimError
 
 REPO = Path(__file__).resolve().parents[2]
 KEYS = [

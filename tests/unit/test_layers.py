@@ -15,6 +15,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "streamclaim_spark"
 MAX_LINES = 400
+# A function longer than this (from `def` to its end, docstring excluded) says why, in a `# Long:` comment.
+MAX_FUNCTION_LINES = 60
 
 # Lowest first. A module's layer is its top folder under streamclaim_spark; the package root holds the
 # exception family (below everything, since every layer raises it) and the facade's edge modules.
@@ -147,3 +149,53 @@ def test_no_module_imports_another_that_imports_it_back(house: House) -> None:
 
 def test_no_module_is_longer_than_four_hundred_lines(house: House) -> None:
     assert {name: lines for name, (_, lines) in house.items() if lines > MAX_LINES} == {}
+
+
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from ``def`` to the function's end, its docstring left out."""
+    assert node.end_lineno is not None
+    lines = node.end_lineno - node.lineno + 1
+    first = node.body[0]
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        assert first.end_lineno is not None
+        lines -= first.end_lineno - first.lineno + 1
+    return lines
+
+
+def _comment_above(source: list[str], line: int) -> str:
+    """The comment block that ends right above 1-based ``line`` (its lines joined), or ""."""
+    block: list[str] = []
+    index = line - 2
+    while index >= 0 and source[index].strip().startswith("#"):
+        block.insert(0, source[index].strip())
+        index -= 1
+    return " ".join(block)
+
+
+def _long_functions_without_a_reason(path: Path) -> list[str]:
+    text = path.read_text()
+    source = text.splitlines()
+    module = _module_name(path)
+    offenders: list[str] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                name = f"{prefix}.{child.name}"
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and _body_lines(child) > MAX_FUNCTION_LINES:
+                first = min([child.lineno, *(d.lineno for d in child.decorator_list)])
+                if not _comment_above(source, first).startswith("# Long:"):
+                    offenders.append(name)
+            visit(child, name)
+
+    visit(ast.parse(text), f"streamclaim_spark.{module}".rstrip("."))
+    return offenders
+
+
+def test_every_function_over_sixty_lines_says_why_it_is_long() -> None:
+    """A function whose body (docstring excluded) is over 60 lines is split into named steps, or carries a
+    comment starting ``# Long:`` right above its ``def`` (or first decorator) giving the reason it is one
+    piece; offenders are listed by dotted name."""
+    offenders = [name for path in sorted(PACKAGE.rglob("*.py")) for name in _long_functions_without_a_reason(path)]
+    assert offenders == []

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from streamclaim_spark.core.config import ConfigError, ServerConfig, load_config
+from streamclaim_spark.core.config import ServerConfig
+from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.replies import OK, Status
 from streamclaim_spark.errors import (
     INVALID_BULK_LENGTH,
     INVALID_MULTIBULK_LENGTH,
     TOO_BIG_INLINE,
     UNBALANCED_QUOTES,
+    ConfigError,
     ProtocolViolationError,
     unknown_command,
 )

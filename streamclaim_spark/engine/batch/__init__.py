@@ -24,14 +24,10 @@ from typing import Any, TypeVar
 from streamclaim_spark.core.model import Need, StreamMeta
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT, BatchSnapshot
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.retries import RetryPolicy, run_with_retries
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.engine.transaction import (
-    NothingCommittedError,
-    RetryPolicy,
-    commit_plan,
-    run_with_retries,
-)
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.engine.transaction import commit_plan
+from streamclaim_spark.errors import NothingCommittedError, ReplyError
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.snapshot import Snapshot
 

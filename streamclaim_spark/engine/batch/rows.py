@@ -13,15 +13,12 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import StreamId, to_stored
 from streamclaim_spark.core.model import (
-    ConsumerMeta,
-    PendingEntry,
     Write,
 )
 from streamclaim_spark.core.partitions import bucket_of
-from streamclaim_spark.engine.transaction import OP_DELETE
-from streamclaim_spark.errors import StreamclaimError
+from streamclaim_spark.engine.merge_source import OP_DELETE
+from streamclaim_spark.errors import BatchPlanError
 from streamclaim_spark.state.schema import COLUMN_NAMES
 
 Row = dict[str, Any]
@@ -30,10 +27,6 @@ Key = tuple[Any, ...]
 Owner = tuple[str, str | None]
 
 IDENTITY = (*C.KEY_COLUMNS, C.STREAM, C.GROUP)
-
-
-class BatchPlanError(StreamclaimError, ValueError):
-    """A command's plan that a batch cannot replay in memory (an in-place bulk update)."""
 
 
 def row_key(row: Mapping[str, Any]) -> Key:
@@ -45,10 +38,6 @@ def full_row(row: Mapping[str, Any]) -> Row:
     return {name: row.get(name) for name in COLUMN_NAMES if name != C.BUCKET}
 
 
-def stored_pair(entry_id: StreamId) -> tuple[int, int]:
-    return to_stored(entry_id.ms), to_stored(entry_id.seq)
-
-
 def row_id(row: Mapping[str, Any]) -> tuple[int, int]:
     return row[C.ID_MS], row[C.ID_SEQ]
 
@@ -56,10 +45,6 @@ def row_id(row: Mapping[str, Any]) -> tuple[int, int]:
 def bucketed(row: Row) -> Row:
     """The row with its Delta partition column, so bucket filters keep it."""
     return {**row, C.BUCKET: bucket_of(row[C.PARTITION_ID])}
-
-
-def consumer_of(row: Mapping[str, Any]) -> ConsumerMeta:
-    return ConsumerMeta(row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS])
 
 
 def claimed_row(current: Row | None, write: Write) -> Row | None:
@@ -101,11 +86,3 @@ def frame_deletes(frame: DataFrame) -> list[Write]:
     if not all(row[OP_DELETE] for row in rows):
         raise BatchPlanError("a command's bulk rewrite cannot run inside a batch of commands; run it on its own")
     return [Write({column: row[column] for column in IDENTITY}, delete=True) for row in rows]
-
-
-def pel_bounds(pel: list[PendingEntry]) -> tuple[int, StreamId | None, StreamId | None]:
-    """Count, smallest and largest ID of a PEL held in memory (XPENDING's summary)."""
-    if not pel:
-        return 0, None, None
-    ids = [p.id for p in pel]
-    return len(pel), min(ids), max(ids)

@@ -15,8 +15,9 @@ from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import MATCH_KEYS, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.columns import id_at_most, stored_id, stored_id_columns
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def acknowledge_and_delete(
     """
     _check_id_column(ids, id_column)
     if not isinstance(policy, RefPolicy):
-        raise ValueError(f"policy={policy!r} must be a RefPolicy (KEEPREF, DELREF or ACKED)")
+        raise InvalidArgumentError(f"policy={policy!r} must be a RefPolicy (KEEPREF, DELREF or ACKED)")
 
     def decide(ctx: Context) -> BulkAckDel:
         head = group_or_nogroup(ctx, key, group)
@@ -174,7 +175,7 @@ def _ackdel_stats(acked: DataFrame, candidates: DataFrame, entries: DataFrame, d
 
 def _check_id_column(ids: DataFrame | None, id_column: str) -> None:
     if ids is not None and id_column not in ids.columns:
-        raise ValueError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
+        raise InvalidArgumentError(f"id_column={id_column!r} is not a column of ids (columns: {ids.columns})")
 
 
 def _pending_named(ctx: Context, key: str, group: str, ids: DataFrame | None, id_column: str) -> DataFrame:

@@ -14,13 +14,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, BinaryType, DataType, LongType, StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import MAX_ID, StreamId, to_stored
+from streamclaim_spark.core.ids import MAX_ID, StreamId
 from streamclaim_spark.core.model import Need, StreamMeta
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_stream_head
-from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.errors import InvalidArgumentError, ReplyError
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import FIELD_PAIR
 
@@ -49,7 +49,7 @@ def fields_column(frame: DataFrame, column: str | None) -> Column:
     if column is not None:
         data_type = frame.schema[column].dataType
         if not _holds_pairs(data_type):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"fields_column={column!r} has type {data_type.simpleString()}; it must be "
                 "array<struct<field:binary,value:binary>> (or string fields), or pass fields_column=None "
                 "to use every column"
@@ -109,92 +109,120 @@ def append(
             ``stream_column``): binary columns give their bytes, others their text as UTF-8.
         stream_column: Name of the string column holding each row's stream (many streams, one commit).
     """
+    ordered = _ordered(frame, key, fields, stream_column)
+
+    def decide(ctx: Context) -> BulkAppend:
+        return _decide(ctx, ordered, key, stream_column)
+
+    result = runner.transact("BULK APPEND", decide)
+    return replace(result, version=runner.last_commit_version)
+
+
+def _ordered(frame: DataFrame, key: str | None, fields: str | None, stream_column: str | None) -> DataFrame:
+    """The frame's rows as (stream, fields, order, input partition), checked against the arguments."""
     if (key is None) == (stream_column is None):
-        raise ValueError("append: give either key (one stream) or stream_column (a stream per row), not both")
+        raise InvalidArgumentError("append: give either key (one stream) or stream_column (a stream per row), not both")
     if stream_column is not None and stream_column not in frame.columns:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"stream_column={stream_column!r} is not a column of frame (columns: {frame.columns}); "
             "name the column that holds each row's stream"
         )
     payload = frame.drop(stream_column) if stream_column is not None and fields is None else frame
     stream = F.col(stream_column).cast(StringType()) if stream_column is not None else F.lit(key)
-    ordered = frame.select(
+    return frame.select(
         stream.alias(_STREAM),
         fields_column(payload, fields).alias(C.FIELDS),
         F.monotonically_increasing_id().alias(_ORDER),
     ).withColumn(_PART, F.shiftright(F.col(_ORDER), 33))
 
-    def decide(ctx: Context) -> BulkAppend:
-        tallies = ordered.groupBy(_STREAM, _PART).count().collect()
-        nameless = sum(row["count"] for row in tallies if row[_STREAM] is None)
-        if nameless:
-            raise ValueError(
-                f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
-                "give every row a stream name or filter those rows out"
-            )
-        counts: dict[str, list[tuple[int, int]]] = {}
-        for row in tallies:
-            counts.setdefault(row[_STREAM], []).append((row[_PART], row["count"]))
-        if not counts:
-            return BulkAppend(0, None, None, None)
-        ctx.snapshot.prefetch(*(Need(name) for name in counts))
-        offsets: list[dict[str, object]] = []
-        ranges: dict[str, tuple[int, StreamId, StreamId]] = {}
-        for name in sorted(counts):
-            parts = sorted(counts[name])
-            total = sum(count for _, count in parts)
-            existing = ctx.snapshot.stream(name)
-            meta = existing or StreamMeta(name)
-            if meta.last_id == MAX_ID:
-                raise ReplyError("ERR The stream has exhausted the last possible ID, unable to add more items")
-            first = StreamId(ctx.now, 0) if ctx.now > meta.last_id.ms else meta.last_id.incr()
-            if first.seq + total - 1 > MAX_ID.seq:
-                raise ValueError(
-                    f"frame: {total} entries for stream {name!r} do not fit in millisecond {first.ms}; "
-                    "append in smaller parts"
-                )
-            last = StreamId(first.ms, first.seq + total - 1)
-            ranges[name] = (total, first, last)
-            before = 0
-            for part, count in parts:
-                offsets.append(
-                    {
-                        _STREAM: name,
-                        _PART: part,
-                        C.PARTITION_ID: stream_partition(name),
-                        C.ID_MS: to_stored(first.ms),
-                        _FIRST_SEQ: to_stored(first.seq) + before,
-                    }
-                )
-                before += count
-            after = replace(
-                meta,
-                last_id=last,
-                length=meta.length + total,
-                entries_added=meta.entries_added + total,
-                first_id=first if meta.length == 0 else meta.first_id,
-            )
-            put_stream_head(ctx, existing, after)
-        position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
-        rows = ordered.join(F.broadcast(json_frame(ctx.snapshot.spark, offsets, _OFFSETS)), [_STREAM, _PART]).select(
-            F.col(C.PARTITION_ID),
-            F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
-            F.col(_STREAM).alias(C.STREAM),
-            F.col(C.ID_MS),
-            (F.col(_FIRST_SEQ) + position).alias(C.ID_SEQ),
-            F.col(C.FIELDS),
-            F.lit(ctx.txn).alias(C.TXN),
-        )
-        ctx.plan.add_frame(source_frame(rows), stream_partition(sorted(counts)[0]))
-        ctx.plan.partitions.update(stream_partition(name) for name in counts)
-        total = sum(count for count, _, _ in ranges.values())
-        if key is not None:
-            _, first, last = ranges[key]
-            return BulkAppend(total, first, last, None, ranges)
-        return BulkAppend(total, None, None, None, ranges)
 
-    result = runner.transact("BULK APPEND", decide)
-    return replace(result, version=runner.last_commit_version)
+def _decide(ctx: Context, ordered: DataFrame, key: str | None, stream_column: str | None) -> BulkAppend:
+    """Plans the append on the context's snapshot: each stream's IDs and head, then the entry rows."""
+    counts = _counts(ordered, stream_column)
+    if not counts:
+        return BulkAppend(0, None, None, None)
+    ctx.snapshot.prefetch(*(Need(name) for name in counts))
+    offsets: list[dict[str, object]] = []
+    ranges: dict[str, tuple[int, StreamId, StreamId]] = {}
+    for name in sorted(counts):
+        ranges[name] = _place(ctx, name, sorted(counts[name]), offsets)
+    ctx.plan.add_frame(source_frame(_entry_rows(ctx, ordered, offsets)), stream_partition(sorted(counts)[0]))
+    ctx.plan.partitions.update(stream_partition(name) for name in counts)
+    total = sum(count for count, _, _ in ranges.values())
+    if key is not None:
+        _, first, last = ranges[key]
+        return BulkAppend(total, first, last, None, ranges)
+    return BulkAppend(total, None, None, None, ranges)
+
+
+def _counts(ordered: DataFrame, stream_column: str | None) -> dict[str, list[tuple[int, int]]]:
+    """Each stream's (input partition, rows) pairs, from one small aggregation; a row without a stream fails."""
+    tallies = ordered.groupBy(_STREAM, _PART).count().collect()
+    nameless = sum(row["count"] for row in tallies if row[_STREAM] is None)
+    if nameless:
+        raise InvalidArgumentError(
+            f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
+            "give every row a stream name or filter those rows out"
+        )
+    counts: dict[str, list[tuple[int, int]]] = {}
+    for row in tallies:
+        counts.setdefault(row[_STREAM], []).append((row[_PART], row["count"]))
+    return counts
+
+
+def _place(
+    ctx: Context, name: str, parts: list[tuple[int, int]], offsets: list[dict[str, object]]
+) -> tuple[int, StreamId, StreamId]:
+    """Gives stream ``name``'s new entries their IDs, as a run of ``XADD *`` would, and writes its head;
+    adds the first sequence number of each input partition's entries to ``offsets``. Returns the
+    stream's (entries, first ID, last ID)."""
+    total = sum(count for _, count in parts)
+    existing = ctx.snapshot.stream(name)
+    meta = existing or StreamMeta(name)
+    if meta.last_id == MAX_ID:
+        raise ReplyError("ERR The stream has exhausted the last possible ID, unable to add more items")
+    first = StreamId(ctx.now, 0) if ctx.now > meta.last_id.ms else meta.last_id.incr()
+    if first.seq + total - 1 > MAX_ID.seq:
+        raise InvalidArgumentError(
+            f"frame: {total} entries for stream {name!r} do not fit in millisecond {first.ms}; append in smaller parts"
+        )
+    last = StreamId(first.ms, first.seq + total - 1)
+    first_ms, first_seq = first.stored()
+    before = 0
+    for part, count in parts:
+        offsets.append(
+            {
+                _STREAM: name,
+                _PART: part,
+                C.PARTITION_ID: stream_partition(name),
+                C.ID_MS: first_ms,
+                _FIRST_SEQ: first_seq + before,
+            }
+        )
+        before += count
+    after = replace(
+        meta,
+        last_id=last,
+        length=meta.length + total,
+        entries_added=meta.entries_added + total,
+        first_id=first if meta.length == 0 else meta.first_id,
+    )
+    put_stream_head(ctx, existing, after)
+    return total, first, last
+
+
+def _entry_rows(ctx: Context, ordered: DataFrame, offsets: list[dict[str, object]]) -> DataFrame:
+    """The entry rows: each input partition's rows numbered in order from its first sequence number."""
+    position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
+    return ordered.join(F.broadcast(json_frame(ctx.snapshot.spark, offsets, _OFFSETS)), [_STREAM, _PART]).select(
+        F.col(C.PARTITION_ID),
+        F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
+        F.col(_STREAM).alias(C.STREAM),
+        F.col(C.ID_MS),
+        (F.col(_FIRST_SEQ) + position).alias(C.ID_SEQ),
+        F.col(C.FIELDS),
+        F.lit(ctx.txn).alias(C.TXN),
+    )
 
 
 _OFFSETS = StructType(

@@ -10,20 +10,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import MAX_ID, StreamId, to_stored
+from streamclaim_spark.core.ids import MAX_ID, StreamId
 from streamclaim_spark.core.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import source_frame
+from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_group, touch_consumer
-from streamclaim_spark.errors import nogroup_xreadgroup
-from streamclaim_spark.state.columns import id_at_least, stored_id
+from streamclaim_spark.errors import InvalidArgumentError, nogroup_xreadgroup
+from streamclaim_spark.state.columns import id_at_least, id_range_aggregates, stored_id
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import pruned_to
 
@@ -44,7 +44,7 @@ class BulkDelivery:
 def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | None = None) -> BulkDelivery:
     """Delivers up to ``count`` new entries (all if None) to ``consumer`` as ``XREADGROUP ... >`` would."""
     if count is not None and count < 1:
-        raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
+        raise InvalidArgumentError(f"count={count}: give a positive number of entries, or None for all new entries")
 
     def decide(ctx: Context) -> BulkDelivery:
         ctx.snapshot.load_heads(key, [group], consumer)
@@ -57,8 +57,7 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
         entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(head.last_id.incr()))
         if count is not None:
             entries = entries.orderBy(C.ID_MS, C.ID_SEQ).limit(count)
-        pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-        bounds = entries.agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi")).first()
+        bounds = entries.agg(*id_range_aggregates()).first()
         assert bounds is not None
         delivered = int(bounds["n"])
         if delivered == 0:
@@ -142,10 +141,12 @@ def deliver_many(
         ReplyError: NOGROUP, as XREADGROUP words it, naming the first target whose stream or group is missing.
     """
     if count is not None and count < 1:
-        raise ValueError(f"count={count}: give a positive number of entries, or None for all new entries")
+        raise InvalidArgumentError(f"count={count}: give a positive number of entries, or None for all new entries")
     pairs = [(key, group) for key, group, _ in targets]
     if len(set(pairs)) != len(pairs):
-        raise ValueError("targets: a (stream, group) is named twice; deliver to one consumer per group per call")
+        raise InvalidArgumentError(
+            "targets: a (stream, group) is named twice; deliver to one consumer per group per call"
+        )
 
     def decide(ctx: Context) -> list[BulkDelivery]:
         return plan_deliveries(ctx, targets, count)
@@ -169,6 +170,31 @@ def plan_deliveries(
     ``until`` caps each named stream's IDs (entries after it stay new). The results carry no version.
     """
     ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
+    records, lowest = _cursors(ctx, targets, until)
+    results = [BulkDelivery(0, None, None, None) for _ in targets]
+    if not records:
+        return results
+    assert lowest is not None
+    delivered = _delivered(ctx, records, lowest, count, total)
+    bounds = delivered.groupBy(_TARGET).agg(*id_range_aggregates()).collect()
+    if not bounds:
+        return results
+    rows = _pending_rows(ctx, delivered)
+    first_key = targets[int(bounds[0][_TARGET])]
+    ctx.plan.add_frame(source_frame(rows), group_partition(first_key[0], first_key[1]))
+    for bound in bounds:
+        position = int(bound[_TARGET])
+        key, group, consumer = targets[position]
+        first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
+        results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
+    return results
+
+
+def _cursors(
+    ctx: Context, targets: Sequence[tuple[str, str, str]], until: Mapping[str, StreamId] | None
+) -> tuple[list[dict[str, object]], StreamId | None]:
+    """One record per target with entries to deliver (its group's cursor and its ``until`` cap), and the
+    lowest ID any of them starts from."""
     records: list[dict[str, object]] = []
     lowest: StreamId | None = None
     for position, (key, group, consumer) in enumerate(targets):
@@ -183,6 +209,8 @@ def plan_deliveries(
         if cap is not None and cap < start:
             continue
         lowest = start if lowest is None else min(lowest, start)
+        last_ms, last_seq = head.last_id.stored()
+        until_ms, until_seq = cap.stored() if cap is not None else (None, None)
         records.append(
             {
                 _TARGET: position,
@@ -190,17 +218,21 @@ def plan_deliveries(
                 C.GROUP: group,
                 C.PARTITION_ID: group_partition(key, group),
                 C.OWNER: consumer,
-                C.LAST_MS: to_stored(head.last_id.ms),
-                C.LAST_SEQ: to_stored(head.last_id.seq),
-                _UNTIL_MS: to_stored(cap.ms) if cap is not None else None,
-                _UNTIL_SEQ: to_stored(cap.seq) if cap is not None else None,
+                C.LAST_MS: last_ms,
+                C.LAST_SEQ: last_seq,
+                _UNTIL_MS: until_ms,
+                _UNTIL_SEQ: until_seq,
             }
         )
-    results = [BulkDelivery(0, None, None, None) for _ in targets]
-    if not records:
-        return results
+    return records, lowest
+
+
+def _delivered(
+    ctx: Context, records: list[dict[str, object]], lowest: StreamId, count: int | None, total: int | None
+) -> DataFrame:
+    """The entries each target delivers: after its cursor, up to its cap, at most ``count`` per target and
+    ``total`` in all (the oldest IDs first), each with its target's record."""
     streams = sorted({str(record[C.STREAM]) for record in records})
-    assert lowest is not None
     entries = (
         ctx.snapshot.frame()
         .where(
@@ -228,15 +260,12 @@ def plan_deliveries(
         # One window over every target's candidates: the oldest IDs first, whichever stream holds them.
         overall = F.row_number().over(Window.orderBy(C.ID_MS, C.ID_SEQ, _TARGET))
         delivered = delivered.withColumn("_overall", overall).where(F.col("_overall") <= total)
-    pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
-    bounds = (
-        delivered.groupBy(_TARGET)
-        .agg(F.count(F.lit(1)).alias("n"), F.min(pair).alias("lo"), F.max(pair).alias("hi"))
-        .collect()
-    )
-    if not bounds:
-        return results
-    rows = delivered.select(
+    return delivered
+
+
+def _pending_rows(ctx: Context, delivered: DataFrame) -> DataFrame:
+    """The PEL rows the delivered entries become: owned by their target's consumer, delivered once, now."""
+    return delivered.select(
         F.col(C.PARTITION_ID),
         F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
         F.col(C.STREAM),
@@ -248,11 +277,3 @@ def plan_deliveries(
         F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
         F.lit(ctx.txn).alias(C.TXN),
     )
-    first_key = targets[int(bounds[0][_TARGET])]
-    ctx.plan.add_frame(source_frame(rows), group_partition(first_key[0], first_key[1]))
-    for bound in bounds:
-        position = int(bound[_TARGET])
-        key, group, consumer = targets[position]
-        first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
-        results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
-    return results

@@ -31,9 +31,10 @@ from streamclaim_spark.commands.claim import (
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId, parse_id, parse_range_start
 from streamclaim_spark.core.integers import LLONG_MAX, LLONG_MIN
+from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import (
+from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
     CLAIM_JUST_ID,
@@ -46,6 +47,7 @@ from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import (
     ERR_XAUTOCLAIM_MIN_IDLE,
     ERR_XCLAIM_MIN_IDLE,
+    InvalidArgumentError,
     ReplyError,
     unrecognized_xclaim_option,
 )
@@ -90,7 +92,7 @@ def claim_stale(
     """
     owners = [new_owner] if isinstance(new_owner, str) else list(new_owner)
     if not owners:
-        raise ValueError("new_owner: give a consumer name or a non-empty list of consumer names")
+        raise InvalidArgumentError("new_owner: give a consumer name or a non-empty list of consumer names")
     if not dry_run:
         done = claim_in_place(runner, selection, owners, just_id)
         if done is not None:
@@ -104,32 +106,8 @@ def claim_stale(
         counts, winners = claim_counts(stale)
         partitions = [group_partition(g.key, g.name) for g in groups]
         if dry_run or not counts:
-            preview = stale.where(F.col(CLAIM_LIVE)).select(
-                C.STREAM,
-                C.GROUP,
-                id_text(C.ID_MS, C.ID_SEQ).alias("id"),
-                F.col(NEW_OWNER).alias(C.OWNER),
-                (F.col(C.DELIVERY_COUNT) + (0 if just_id else 1)).alias(C.DELIVERY_COUNT),
-                F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
-                F.col(ENTRY_FIELDS).alias(C.FIELDS),
-            )
-            return preview, counts, partitions
-        for group in groups:
-            pair = (group.key, group.name)
-            if pair not in counts:
-                continue
-            ctx.plan.add_frame(
-                _claim_source(
-                    stale.where((F.col(C.STREAM) == group.key) & (F.col(C.GROUP) == group.name)),
-                    ctx,
-                    ctx.now - selection.min_idle_ms,
-                    just_id,
-                ),
-                group_partition(group.key, group.name),
-            )
-            put_group(ctx, group, group)
-            for owner in sorted(winners.get(pair, ())):
-                touch_consumer(ctx, group.key, group.name, owner)  # whether it existed before or not
+            return _preview(stale, ctx, just_id), counts, partitions
+        _plan_claims(ctx, groups, stale, counts, winners, selection, just_id)
         return ctx.snapshot.frame().limit(0), counts, partitions
 
     txn_holder: list[str] = []
@@ -144,6 +122,47 @@ def claim_stale(
         return BatchClaim(preview, counts, None, runner.last_attempts)
     claimed = claimed_frame(runner.table_at(version), partitions, txn_holder[0])
     return BatchClaim(claimed, counts, version, runner.last_attempts)
+
+
+def _preview(stale: DataFrame, ctx: Context, just_id: bool) -> DataFrame:
+    """What a claim of the live ``stale`` entries would claim, as ``claimed_frame`` shows a committed one."""
+    return stale.where(F.col(CLAIM_LIVE)).select(
+        C.STREAM,
+        C.GROUP,
+        id_text(C.ID_MS, C.ID_SEQ).alias("id"),
+        F.col(NEW_OWNER).alias(C.OWNER),
+        (F.col(C.DELIVERY_COUNT) + (0 if just_id else 1)).alias(C.DELIVERY_COUNT),
+        F.lit(ctx.now).cast(LongType()).alias(C.DELIVERY_TIME_MS),
+        F.col(ENTRY_FIELDS).alias(C.FIELDS),
+    )
+
+
+def _plan_claims(
+    ctx: Context,
+    groups: Sequence[GroupMeta],
+    stale: DataFrame,
+    counts: dict[tuple[str, str], tuple[int, int]],
+    winners: dict[tuple[str, str], set[str]],
+    selection: StaleSelection,
+    just_id: bool,
+) -> None:
+    """Plans the MERGE: per group with something to claim, its stale rows' source, its head and its owners."""
+    for group in groups:
+        pair = (group.key, group.name)
+        if pair not in counts:
+            continue
+        ctx.plan.add_frame(
+            _claim_source(
+                stale.where((F.col(C.STREAM) == group.key) & (F.col(C.GROUP) == group.name)),
+                ctx,
+                ctx.now - selection.min_idle_ms,
+                just_id,
+            ),
+            group_partition(group.key, group.name),
+        )
+        put_group(ctx, group, group)
+        for owner in sorted(winners.get(pair, ())):
+            touch_consumer(ctx, group.key, group.name, owner)  # whether it existed before or not
 
 
 def _claim_source(stale: DataFrame, ctx: Context, cutoff: int, just_id: bool) -> DataFrame:
@@ -243,7 +262,9 @@ def claim_batch(runner: Runner, rows: DataFrame | Sequence[ClaimRequest]) -> Bat
     requests = requests_from(rows)
     pairs = [(r.stream, r.group) for r in requests]
     if len(set(pairs)) != len(pairs):
-        raise ValueError("requests: two requests name the same (stream, group); merge their IDs into one request")
+        raise InvalidArgumentError(
+            "requests: two requests name the same (stream, group); merge their IDs into one request"
+        )
     typed = [_xautoclaim(request) if request.ids is None else _xclaim(request) for request in requests]
     txn_holder: list[str] = []
 

@@ -20,15 +20,9 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import (
-    CLAIM_LIVE,
-    InPlaceUpdate,
-    RetryPolicy,
-    commit_metrics,
-    reraising_lost_race,
-    run_with_retries,
-    stale_snapshot_error,
-)
+from streamclaim_spark.engine.merge_source import CLAIM_LIVE
+from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
+from streamclaim_spark.engine.transaction import InPlaceUpdate, commit_metrics, stale_snapshot_error
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.owners import Pair

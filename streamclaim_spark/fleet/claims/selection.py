@@ -19,7 +19,7 @@ from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import CLAIM_LIVE
+from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.claims.owners import Pair, spread_over, tally
 from streamclaim_spark.state.columns import id_text

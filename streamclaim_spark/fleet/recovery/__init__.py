@@ -2,15 +2,23 @@
 
 ``recover_stale(store, RecoveryOptions(...))`` runs it (docs/RECOVERY.md). The package holds the report
 (report.py), what a round does to each entry and the MERGE rows that do it (plan.py), the dead-letter
-copies (dead_letters.py), and the run with its claim commits and run log (run.py).
+copies (dead_letters.py), the claim commits in rounds (rounds.py), and the run with its run log (run.py).
 """
 
 from __future__ import annotations
 
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.errors import RecoveryFailedError, RecoverySelectionError
-from streamclaim_spark.fleet.recovery.report import FAILED, PARTIAL, SUCCEEDED, GroupReport, RecoveryReport, describe
-from streamclaim_spark.fleet.recovery.run import MAX_CLAIM_ROUNDS, RecoveryStore, recover_stale, select_groups
+from streamclaim_spark.fleet.recovery.report import (
+    FAILED,
+    PARTIAL,
+    SUCCEEDED,
+    GroupReport,
+    RecoveryReport,
+    describe,
+)
+from streamclaim_spark.fleet.recovery.rounds import MAX_CLAIM_ROUNDS
+from streamclaim_spark.fleet.recovery.run import RecoveryStore, recover_stale, select_groups
 
 __all__ = [
     "FAILED",

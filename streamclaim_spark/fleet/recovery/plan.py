@@ -20,7 +20,7 @@ from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.transaction import (
+from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
     CLAIM_JUST_ID,

@@ -37,6 +37,7 @@ from streamclaim_spark.engine.merge_source import (
 )
 from streamclaim_spark.errors import InvalidArgumentError, NothingCommittedError
 from streamclaim_spark.state.columns import id_between, stored_id
+from streamclaim_spark.state.commit_settings import apply_settings, commit_settings
 from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import commit_info, committing, merge_into, update_in_place
@@ -103,7 +104,7 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     if plan.update is not None:
         if plan.writes or plan.frames:
             raise InvalidArgumentError("a plan commits either rows (one MERGE) or one in-place update, not both")
-        _commit_settings(spark, operation, small=False, rows_per_file=rows_per_file)
+        apply_settings(spark, commit_settings(operation, small=False, rows_per_file=rows_per_file))
         update: InPlaceUpdate = plan.update
         update_in_place(spark, table_path, update.condition, dict(update.assignments))
         return own_commit_version(spark, table_path, operation)
@@ -129,7 +130,8 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     condition = F.expr(on)
     for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
         condition = condition & bound
-    _commit_settings(spark, operation, small=small, rows_per_file=rows_per_file, pinned=plan.frames_pinned)
+    settings = commit_settings(operation, small=small, rows_per_file=rows_per_file, pinned=plan.frames_pinned)
+    apply_settings(spark, settings)
     with _one_shuffle_partition(spark, small):
         _merge(spark, table_path, source, condition)
     return own_commit_version(spark, table_path, operation)
@@ -179,44 +181,6 @@ def _merge(spark: SparkSession, table_path: str, source: DataFrame, condition: C
         .insert(_columns({name: f"s.`{name}`" for name in COLUMN_NAMES}))
         .merge()
     )
-
-
-def _commit_settings(
-    spark: SparkSession, operation: str, small: bool, rows_per_file: int, pinned: bool = False
-) -> None:
-    """Session settings for the next commit: its user metadata, and how small plans avoid Spark jobs.
-    ``pinned``: the source frames are checkpointed (``Plan.frames_pinned``), so Delta need not copy them."""
-    spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
-    # A command's few row writes touch a few small files: rewriting them costs fewer Spark jobs than
-    # deletion vectors, and a local source needs no materializing, nor does a checkpointed one (it reads
-    # the same rows in both of the MERGE's passes). Other bulk plans keep both (docs/DESIGN.md).
-    spark.conf.set("spark.databricks.delta.merge.deletionVectors.persistent", "false" if small else "true")
-    spark.conf.set("spark.databricks.delta.merge.materializeSource", "none" if small or pinned else "auto")
-    # Adaptive execution splits a MERGE into one Spark job per query stage; tiny MERGEs gain nothing.
-    spark.conf.set("spark.sql.adaptive.enabled", "false" if small else "true")
-    # Broadcasting a tiny MERGE's matched target rows is a Spark job of its own; a shuffle join of a
-    # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
-    if small:
-        spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
-    else:
-        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
-    spark.conf.set("spark.sql.files.maxRecordsPerFile", str(rows_per_file))
-    if rows_per_file:
-        spark.conf.set("spark.databricks.delta.autoCompact.minFileSize", str(small_file_bytes(rows_per_file)))
-    else:
-        spark.conf.unset("spark.databricks.delta.autoCompact.minFileSize")
-
-
-def small_file_bytes(rows_per_file: int) -> int:
-    """The size below which auto compaction counts a data file as small, for a store capped at ``rows_per_file``.
-
-    Delta's default (64 MB) counts every capped file as small, so once a partition holds 50 of them
-    each commit there rewrote them all after committing (measured: an XAUTOCLAIM of 1,000 entries
-    from a 1M PEL in 10k-row files 5 s → 11 s; every command on a 10M PEL rewrote 10M rows). A
-    pending row takes about 4 bytes compressed, so this is about half a full file: the few-row files
-    commands leave behind (~7 KB), and files rewritten below half their cap, still compact.
-    """
-    return max(4096, 2 * rows_per_file)
 
 
 def id_bounds(writes: Iterable[Write]) -> list[Column]:

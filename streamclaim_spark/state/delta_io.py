@@ -21,19 +21,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, apply_settings
+
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
 MERGE_TARGET = "streamclaim_target"
-# The session settings a commit changes (transaction._commit_settings): on Connect, put back afterwards.
-COMMIT_SETTINGS = (
-    "spark.databricks.delta.commitInfo.userMetadata",
-    "spark.databricks.delta.merge.deletionVectors.persistent",
-    "spark.databricks.delta.merge.materializeSource",
-    "spark.sql.adaptive.enabled",
-    "spark.sql.autoBroadcastJoinThreshold",
-    "spark.sql.files.maxRecordsPerFile",
-    "spark.databricks.delta.autoCompact.minFileSize",
-)
 # The one column of the one-row source an in-place update merges on Connect (named to clash with none).
 _ONE_ROW = "_streamclaim_one_row"
 # What Delta raises for a location that holds no Delta table (any kind of session).
@@ -74,11 +66,7 @@ def committing(spark: SparkSession) -> Iterator[None]:
         try:
             yield
         finally:
-            for key, value in before.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
+            apply_settings(spark, before)
             spark.catalog.dropTempView(MERGE_TARGET)
 
 

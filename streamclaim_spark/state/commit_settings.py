@@ -35,9 +35,7 @@ def commit_settings(operation: str, *, small: bool, rows_per_file: int, pinned: 
         # few rows is a stage inside the join's job (5 → 4 jobs per command, docs/DESIGN.md).
         "spark.sql.autoBroadcastJoinThreshold": "-1" if small else None,
         "spark.sql.files.maxRecordsPerFile": str(rows_per_file),
-        "spark.databricks.delta.autoCompact.minFileSize": str(small_file_bytes(rows_per_file))
-        if rows_per_file
-        else None,
+        "spark.databricks.delta.autoCompact.minFileSize": small_below,
     }
 
 

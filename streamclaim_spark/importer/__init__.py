@@ -77,6 +77,14 @@ def import_redis(
         page: Entries or PEL rows per Redis reply and per staged row group (default 10,000).
         staging_folder: Where the pages are staged (default the system's temporary folder).
         progress: Called with each stream's copy as soon as it is read.
+
+    Example (against a live Redis; tests/parity/test_import.py runs it against redis-server)::
+
+        >>> import redis
+        >>> from streamclaim_spark.importer import import_redis
+        >>> summary = import_redis(store, redis.Redis(port=6379, protocol=2), ["orders*"])  # doctest: +SKIP
+        >>> summary.streams  # doctest: +SKIP
+        1
     """
     if page < 1:
         raise ImportRefusedError(f"page={page}: give a positive number of entries per Redis reply, e.g. 10000")

@@ -11,6 +11,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StaleSelection, StreamStore
+from streamclaim_spark.fleet.recovery import recover_stale
 from streamclaim_spark.streaming import register
 
 
@@ -37,7 +38,7 @@ def test_the_public_entry_points_examples_run_as_written_one_after_another(spark
     failed = {"StreamStore.open": _run_example(StreamStore.open, namespace)}
     # The command examples start from an empty store of their own (open's example added orders 1-1).
     namespace["store"] = StreamStore.open(str(tmp_path / "commands"), spark=spark)
-    for target in (StreamStore.execute, StreamStore.claim_stale, StreamStore.pipeline):
+    for target in (StreamStore.execute, StreamStore.claim_stale, recover_stale, StreamStore.pipeline):
         failed[target.__qualname__] = _run_example(target, namespace)
     # register's example reads the store that open's example made.
     failed["register"] = _run_example(register, namespace)

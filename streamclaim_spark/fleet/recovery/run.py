@@ -103,6 +103,13 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
         RecoverySelectionError: No group matches the patterns (nothing is written).
         RecoveryFailedError: The run stopped on an error; (unless a dry run) the failed run is recorded
             with its error and the groups whose claim commit had landed.
+
+    Example (every entry of ``orders`` pending for any time, to the consumer ``recovery``)::
+
+        >>> from streamclaim_spark.fleet.recovery import RecoveryOptions, recover_stale
+        >>> report = recover_stale(store, RecoveryOptions(min_idle_ms=0, streams=("orders",)))
+        >>> report.status, report.totals["claimed"]
+        ('succeeded', 1)
     """
     runner, path = store.runner, store.path
     run_id = run_id or uuid.uuid4().hex

@@ -11,10 +11,7 @@ builders below are the only place Redis' error texts are spelled.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from streamclaim_spark.fleet.recovery.report import RecoveryReport
+from typing import Any
 
 
 class StreamclaimError(Exception):
@@ -109,10 +106,14 @@ class SourceNotRegisteredError(StreamclaimError, RuntimeError):
 
 
 class RecoveryFailedError(StreamclaimError, RuntimeError):
-    """Raised when a run stops on an error; ``report`` holds what it did up to then (status ``failed``)."""
+    """Raised when a run stops on an error; ``report`` holds what it did up to then (status ``failed``).
 
-    def __init__(self, report: RecoveryReport) -> None:
-        super().__init__(f"recovery run {report.run_id} failed: {report.error}")
+    ``report`` is the run's ``fleet.recovery.RecoveryReport``, typed ``Any`` here because this module lies
+    below every layer and names none of their types.
+    """
+
+    def __init__(self, message: str, report: Any) -> None:
+        super().__init__(message)
         self.report = report
 
 

@@ -133,7 +133,8 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
     except RecoverySelectionError:
         raise
     except Exception as error:
-        raise RecoveryFailedError(_failed(runner, path, report, done, error)) from error
+        failed = _failed(runner, path, report, done, error)
+        raise RecoveryFailedError(f"recovery run {failed.run_id} failed: {failed.error}", failed) from error
     reports = in_name_order(done)
     report = _finished(replace(report, ended_at_ms=runner.clock(), groups=reports))
     for group in reports:

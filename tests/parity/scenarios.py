@@ -1039,6 +1039,17 @@ SCENARIOS: dict[str, list[Step]] = {
         ("XCLAIM", "s", "g", "bob", "-100", "3-0", "JUSTID"),
         ("XPENDING", "s", "g"),
     ],
+    # XCLAIM sets the delivery time to now, JUSTID or not (IDLE/TIME aside): the entries made an hour old
+    # are fresh again, so XPENDING's idle times are ~0 and XAUTOCLAIM finds nothing an hour idle.
+    "xclaim_resets_the_idle_time_with_or_without_justid": [
+        *_A3G_ALICE,
+        ("XCLAIM", "s", "g", "alice", "0", "1-0", "2-0", "IDLE", "3600000", "JUSTID"),
+        ("XPENDING", "s", "g", "-", "+", "10"),
+        ("XCLAIM", "s", "g", "bob", "0", "1-0", "JUSTID"),
+        ("XCLAIM", "s", "g", "bob", "0", "2-0"),
+        ("XPENDING", "s", "g", "-", "+", "10"),
+        ("XAUTOCLAIM", "s", "g", "carol", "3600000", "0", "JUSTID"),
+    ],
     "xclaim_ids_are_read_until_the_first_non_id": [
         *_A3G_ALICE,
         ("XCLAIM", "s", "g", "bob", "0", "1-0", "JUSTID", "2-0"),

@@ -1,18 +1,29 @@
 """Run one scenario on a real redis-server and on the store, and demand the same outcome at every step.
 
 A scenario is a list of steps; a step is a tuple of argv strings such as ``("XADD", "s", "1-1", "f", "v")``,
-or a ``Pause`` that sleeps on each target (so XCLAIM/XAUTOCLAIM min-idle-time can be exercised). A target is
-anything with ``execute(*argv)``: the raw ``RespClient`` or the store. Each step yields an ``Outcome``: the
-reply, or the ``ReplyError`` line. Any other exception is a bug in the target and fails the test at once.
+or a ``Pause`` that lets time pass on each target (so XCLAIM/XAUTOCLAIM min-idle-time can be exercised): it
+sleeps on a target timed on the wall clock, and moves a hand-moved clock (``tests.clock.ManualClock``) forward
+by the pause instead. A target is anything with ``execute(*argv)``: the raw ``RespClient`` or the store. Each
+step yields an ``Outcome``: the reply, or the ``ReplyError`` line. Any other exception is a bug in the target
+and fails the test at once.
 
 Outcomes must be equal, types included (``1`` is not ``True``, a tuple is not a list), except for values that
-depend on the wall clock, which are compared within a tolerance:
+depend on the clock, which may differ by at most the tolerance (``DEFAULT_TOLERANCE_MS``, 1,500 ms, unless a
+caller passes a smaller one):
 
 * XPENDING extended form: the idle time, element [2] of each item;
 * XINFO CONSUMERS: ``idle`` and ``inactive`` (``inactive`` -1, "never", must match exactly);
 * XINFO STREAM ... FULL: the absolute times ``seen-time``, ``active-time`` (-1 exact), the delivery time of
   each group ``pending`` item ([2]) and consumer ``pending`` item ([1]). The two runs happen at different
   moments, so these are compared as ages: how long before the step ran each time lies.
+
+The tolerance absorbs how long redis-server takes between two steps (well under a millisecond each, plus the
+round trip), not how long the store takes: a store command costs one to two seconds of Spark work, so on the
+wall clock its idle times would grow by that much per step where Redis' stay at ~0. Every parity-style test
+therefore runs the store on a clock that moves only when the scenario says time passes: a ``ManualClock``
+that stands still (a ``Pause`` moves it), or one set to the moment redis-server ran the same step. Then the
+store's clock values are its logic's alone, and an idle time that is off by more than 1.5 s (an XCLAIM that
+did not reset it, an IDLE applied wrongly) fails the comparison.
 """
 
 from __future__ import annotations
@@ -25,16 +36,19 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from streamclaim_spark.errors import ReplyError
+from tests.clock import ManualClock
 
 DEFAULT_TOLERANCE_MS = 1500
-"""How far apart two wall-clock dependent values (ms) may be and still count as the same."""
+"""How far apart two clock-dependent values (ms) may be and still count as the same (module docstring: the
+store runs on a hand-moved clock, so this covers redis-server's own steps and round trips only)."""
 
 
 class Target(Protocol):
     """Anything a scenario can run on: the raw RESP client or the store.
 
     A target that has a ``clock`` (the store's: Unix ms) is timed on it, so the absolute times in its
-    replies are compared as ages on the clock that made them; others are timed on the wall clock.
+    replies are compared as ages on the clock that made them (and a ``Pause`` moves it when it is a
+    ``ManualClock``); others are timed on the wall clock.
     """
 
     def execute(self, *argv: str | bytes) -> object: ...
@@ -42,7 +56,8 @@ class Target(Protocol):
 
 @dataclass(frozen=True)
 class Pause:
-    """A step that sleeps ``ms`` milliseconds on each target, e.g. before XCLAIM with a min-idle-time."""
+    """A step that lets ``ms`` milliseconds pass on each target, e.g. before XCLAIM with a min-idle-time: a
+    target timed on a ``ManualClock`` has it moved forward by ``ms``, any other sleeps ``ms``."""
 
     ms: int
 
@@ -85,6 +100,14 @@ def _now_ms() -> float:
     return time.time_ns() / 1_000_000
 
 
+def pause(clock: Callable[[], float], step: Pause) -> None:
+    """Lets ``step.ms`` pass on ``clock``: moves a ``ManualClock`` forward, sleeps on any other clock."""
+    if isinstance(clock, ManualClock):
+        clock.now += step.ms
+    else:
+        time.sleep(step.ms / 1000)
+
+
 def run_on(target: Target, steps: Sequence[Step]) -> list[Outcome]:
     """Execute every step on ``target`` in order and record one ``Outcome`` per step.
 
@@ -96,7 +119,7 @@ def run_on(target: Target, steps: Sequence[Step]) -> list[Outcome]:
     for index, step in enumerate(steps):
         started = now()
         if isinstance(step, Pause):
-            time.sleep(step.ms / 1000)
+            pause(now, step)
             outcomes.append(Outcome(None, None, started, now()))
             continue
         if not isinstance(step, tuple) or not step or not all(isinstance(arg, str | bytes) for arg in step):

@@ -14,6 +14,7 @@ import pytest
 
 from streamclaim_spark import errors
 from streamclaim_spark.errors import ReplyError
+from tests.clock import ManualClock
 from tests.parity.harness import (
     Outcome,
     Pause,
@@ -306,3 +307,24 @@ def test_a_missing_redis_server_skips_locally_but_fails_in_ci(monkeypatch: pytes
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match=r"scripts/setup\.sh"):
         RedisServer().start()
+
+
+class _OnManualClock:
+    """A target timed on a hand-moved clock, like a store opened with one; it runs nothing."""
+
+    def __init__(self, now: int) -> None:
+        self.clock = ManualClock(now)
+
+    def execute(self, *argv: str | bytes) -> object:
+        return self.clock.now
+
+
+def test_a_pause_moves_a_manual_clock_by_its_length_instead_of_sleeping() -> None:
+    target = _OnManualClock(1_000)
+    started = time.monotonic()
+
+    outcomes = run_on(target, [("TIME",), Pause(60_000), ("TIME",)])
+
+    assert time.monotonic() - started < 1
+    assert [o.reply for o in outcomes] == [1_000, None, 61_000]
+    assert (outcomes[1].started_ms, outcomes[1].finished_ms) == (1_000, 61_000)

@@ -18,6 +18,8 @@ from pyspark.sql import SparkSession
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.server import StreamClaimServer
+from streamclaim_spark.store import wall_clock_ms
+from tests.clock import ManualClock
 from tests.redis_server import RedisServer
 
 
@@ -30,8 +32,13 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture(scope="module")
 def served(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Iterator[StreamClaimServer]:
-    """streamclaim-server on a fresh store, FLUSHDB allowed, on a free port."""
-    store = StreamStore.open(str(tmp_path_factory.mktemp("served") / "store"), spark=spark)
+    """streamclaim-server on a fresh store, FLUSHDB allowed, on a free port.
+
+    The store's clock stands still (``ManualClock``): a command takes the store a second or two of Spark work
+    and redis-server microseconds, so on the wall clock the store's idle times would grow by that much per
+    command; standing still, they are 0 as Redis' are, within the parity harness's tolerance."""
+    path = str(tmp_path_factory.mktemp("served") / "store")
+    store = StreamStore.open(path, spark=spark, clock=ManualClock(wall_clock_ms()))
     server = StreamClaimServer(store, ServerConfig(port=0, allow_flush=True)).start()
     yield server
     server.stop(grace_s=10)

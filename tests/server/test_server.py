@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from streamclaim_spark.server import StreamClaimServer
+from tests.parity.harness import DEFAULT_TOLERANCE_MS
 from tests.redis_server import RedisServer
 from tests.server.conftest import STORE_WRITES, RawConnection, encode, variants_per_step
 
@@ -143,14 +144,34 @@ def test_malformed_requests_get_the_protocol_error_redis_sends_then_the_connecti
     assert b"Protocol error" in replies[0]
 
 
+class _ClockValue:
+    """A clock-dependent value (ms) that equals another within the parity harness's tolerance: the served
+    store's clock stands still (tests/server/conftest.py), Redis' moves by the milliseconds the script takes."""
+
+    def __init__(self, ms: int) -> None:
+        self.ms = ms
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ClockValue) and abs(self.ms - other.ms) <= DEFAULT_TOLERANCE_MS
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<clock {self.ms} ms, ±{DEFAULT_TOLERANCE_MS}>"
+
+
 def _normalized(value: Any) -> Any:
-    """redis-py's parsed replies with wall-clock values (idle, delivery times) blanked.
+    """redis-py's parsed replies with clock values (idle, delivery times) compared within the tolerance.
 
     XINFO CONSUMERS' ``inactive`` (Redis 7.2, which the store also returns; the reference is 7.0) is dropped.
     """
     clock_keys = {"idle", "time_since_delivered", "seen-time", "active-time"}
     if isinstance(value, dict):
-        return {k: ("<clock>" if k in clock_keys else _normalized(v)) for k, v in value.items() if k != "inactive"}
+        return {
+            k: (_ClockValue(v) if k in clock_keys and isinstance(v, int) else _normalized(v))
+            for k, v in value.items()
+            if k != "inactive"
+        }
     if isinstance(value, list | tuple):
         return type(value)(_normalized(v) for v in value)
     return value
@@ -524,6 +545,42 @@ def test_transactions_get_the_bytes_redis_server_sends(
             assert mine.call(*argv) == reference.call(*argv), f"step {step}: reply to {argv!r:.80}"
 
 
+def _info(connection: RawConnection, section: str) -> dict[str, str]:
+    """INFO ``section``'s fields, as the server sent them."""
+    lines = connection.call("INFO", section).decode().split("\r\n")
+    return dict(line.split(":", 1) for line in lines if ":" in line and not line.startswith("$"))
+
+
+def _wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 120.0) -> None:
+    """Returns once ``condition()`` holds; fails naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not {what} after {timeout_s:g} s")
+        time.sleep(0.02)
+
+
+def _batched_commands(connection: RawConnection) -> int:
+    """How many commands streamclaim-server's group commits have run (INFO batches)."""
+    return int(_info(connection, "batches")["batched_commands"])
+
+
+def _wait_until_blocked(server_port: int, other: RawConnection, readers: int, batched_before: int | None) -> None:
+    """Waits until ``readers`` clients are blocked in a read: on redis-server, INFO clients' ``blocked_clients``;
+    on streamclaim-server (``batched_before`` given), each reader's first pass has run in a group commit (its
+    client then polls the store, and anything committed later, a DEL or an XADD, is what it sees), and
+    CLIENT LIST shows the readers in their command."""
+    if batched_before is None:
+        _wait_until(lambda: int(_info(other, "clients")["blocked_clients"]) == readers, f"{readers} client(s) blocked")
+        return
+
+    def blocked() -> bool:
+        reading = other.call("CLIENT", "LIST").count(b" cmd=xreadgroup\n")
+        return reading == readers and _batched_commands(other) - batched_before >= readers
+
+    _wait_until(blocked, f"{readers} reader(s) past their first pass on port {server_port}")
+
+
 @pytest.mark.parametrize("removal", [("DEL", "s"), ("XGROUP", "DESTROY", "s", "g")], ids=["del", "destroy"])
 def test_a_blocked_xreadgroup_whose_stream_or_group_goes_away_gets_redis_unblocking_error(
     served: StreamClaimServer, redis_server: RedisServer, removal: tuple[str, ...]
@@ -533,8 +590,9 @@ def test_a_blocked_xreadgroup_whose_stream_or_group_goes_away_gets_redis_unblock
         with RawConnection(port) as blocked, RawConnection(port) as other:
             other.call("FLUSHALL")
             other.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+            before = _batched_commands(other) if port == served.port else None
             blocked.sock.sendall(encode(("XREADGROUP", "GROUP", "g", "c", "BLOCK", "60000", "STREAMS", "s", ">")))
-            time.sleep(0.3)
+            _wait_until_blocked(port, other, 1, before)
             other.call(*removal)
             replies.append(blocked.send(b"", replies=1)[0])
     assert replies[0] == replies[1]
@@ -555,7 +613,8 @@ def test_blocked_readers_of_one_group_are_served_in_shared_batches_when_entries_
     threads = [threading.Thread(target=read, args=(n,)) for n in range(readers)]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)
+    with RawConnection(served.port) as other:
+        _wait_until_blocked(served.port, other, readers, int(before["batched_commands"]))
     with redis.Redis(port=served.port, decode_responses=True, socket_timeout=600) as writer:
         pipe = writer.pipeline(transaction=False)
         for n in range(readers):

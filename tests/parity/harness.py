@@ -108,6 +108,12 @@ def pause(clock: Callable[[], float], step: Pause) -> None:
         time.sleep(step.ms / 1000)
 
 
+def at_the_moment_redis_ran(clock: ManualClock, on_redis: Sequence[Outcome]) -> None:
+    """Sets the store's hand-moved clock to when redis-server started the same steps (they take it
+    milliseconds), so time passes alike on both sides however long the store takes."""
+    clock.now = int(on_redis[0].started_ms)
+
+
 def run_on(target: Target, steps: Sequence[Step]) -> list[Outcome]:
     """Execute every step on ``target`` in order and record one ``Outcome`` per step.
 

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from streamclaim_spark import StreamStore
 from tests.clock import ManualClock
-from tests.parity.harness import Outcome, assert_same_outcomes, run_on
+from tests.parity.harness import assert_same_outcomes, at_the_moment_redis_ran, run_on
 from tests.parity.test_parity import _like_server
 from tests.resp import RespClient
 
@@ -47,11 +47,6 @@ argv_strategy = st.builds(
 )
 
 
-def at_the_same_moment(clock: ManualClock, on_redis: list[Outcome]) -> None:
-    """Sets the store's clock to when redis-server started the same steps (they take it milliseconds)."""
-    clock.now = int(on_redis[0].started_ms)
-
-
 @pytest.fixture(scope="module")
 def fuzz_pair(
     redis_server: object, spark: object, tmp_path_factory: pytest.TempPathFactory
@@ -69,7 +64,7 @@ def fuzz_pair(
         ("XGROUP", "CREATE", "s", "g", "0"),
         ("XREADGROUP", "GROUP", "g", "alice", "COUNT", "1", "STREAMS", "s", ">"),
     ]
-    at_the_same_moment(clock, run_on(client, seed))
+    at_the_moment_redis_ran(clock, run_on(client, seed))
     run_on(store, seed)
     yield client, store, clock
     client.close()
@@ -90,6 +85,6 @@ def test_random_argv_gets_the_same_reply_or_error_from_both(
     client, store, clock = fuzz_pair
     steps = [argv]
     expected = run_on(client, steps)
-    at_the_same_moment(clock, expected)
+    at_the_moment_redis_ran(clock, expected)
     actual = [_like_server(argv, expected[0], outcome) for outcome in run_on(store, steps)]
     assert_same_outcomes(steps, expected, actual)

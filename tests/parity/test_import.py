@@ -30,7 +30,7 @@ from streamclaim_spark.importer.redis_reader import MAX_READS, raw_replies, read
 from streamclaim_spark.importer.staging import ENTRIES, Staging
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
-from tests.parity.harness import Outcome, Step, assert_same_outcomes, run_on
+from tests.parity.harness import Outcome, Step, assert_same_outcomes, at_the_moment_redis_ran, run_on
 from tests.parity.test_parity import _AsRespClientSees, _like_server
 from tests.redis_server import RedisServer, free_port
 from tests.resp import RespClient
@@ -105,7 +105,7 @@ def assert_store_answers_like(
     its clock set to when Redis started them."""
     steps = checks(streams)
     expected = run_on(redis, steps)
-    clock.now = int(expected[0].started_ms)
+    at_the_moment_redis_ran(clock, expected)
     started = clock.now
     pipe = store.pipeline(decode_responses=False)
     for step in steps:

@@ -58,7 +58,7 @@ class _Round:
     tallies: dict[Pair, GroupTally]
     read_version: int
     version: int | None
-    # The groups the round claims in place (recovery/in_place.py), with the heads its UPDATE guards on
+    # The groups the round claims in place (in_place_round.py), with the heads its UPDATE guards on
     # as read, and the clock reading their classification used; the round's MERGE applies the others.
     in_place: dict[Pair, GroupMeta] = field(default_factory=dict)
     now: int = 0

@@ -11,7 +11,7 @@ A run costs the same few commits whatever the number of groups (docs/RECOVERY.md
    with something to write: the copied entries that are still exactly as copied leave their PEL, every
    other stale entry is claimed (to the recovery consumer, or spread over its own group's live
    consumers), entries of deleted stream entries are purged. With ``assign="consumer"``, groups with
-   nothing to acknowledge or purge (at least ``in_place.MIN_CLAIMS`` claims between them) are left out
+   nothing to acknowledge or purge (at least ``in_place_round.MIN_CLAIMS`` claims between them) are left out
    of the MERGE and claimed by an in-place UPDATE right after it (in_place.py); the MERGE creates the
    recovery consumer where they lack it.
 4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),

@@ -24,6 +24,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import bucket_of, group_partition
 from streamclaim_spark.state.session import build_session
 
@@ -37,7 +38,7 @@ def streams_in(buckets: str, count: int) -> list[str]:
     index = 0
     while len(chosen) < count:
         name = f"tenant-{index:05d}"
-        bucket = bucket_of(group_partition(name, GROUP))
+        bucket = bucket_of(group_partition(name, GROUP), C.KIND_PENDING)
         index += 1
         if (buckets == "same" and (not chosen or bucket in seen)) or (buckets == "spread" and bucket not in seen):
             chosen.append(name)
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         seconds = time.perf_counter() - started
         flat = [a for values in attempts.values() for a in values]
         results[layout] = {
-            "buckets": sorted({bucket_of(group_partition(name, GROUP)) for name in streams}),
+            "buckets": sorted({bucket_of(group_partition(name, GROUP), C.KIND_PENDING) for name in streams}),
             "commands": len(flat),
             "lost_races": sum(a - 1 for a in flat),
             "commands_that_retried": sum(1 for a in flat if a > 1),

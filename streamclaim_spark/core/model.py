@@ -178,6 +178,8 @@ class Plan:
     writes: list[Write] = field(default_factory=list)
     frames: list[Any] = field(default_factory=list)
     partitions: set[str] = field(default_factory=set)
+    # The partitions ``frames`` write, whose rows may be of any kind (writes carry their own kinds).
+    frame_partitions: set[str] = field(default_factory=set)
     update: Any = None
     # Target-only MERGE conditions (Columns over ``t.``) that every row the plan writes or deletes meets:
     # they change no outcome and let Delta skip the files of rows the plan cannot touch.
@@ -194,6 +196,7 @@ class Plan:
         """Adds source rows as a DataFrame, with every partition they write (one or many)."""
         self.frames.append(frame)
         self.partitions.update(partitions)
+        self.frame_partitions.update(partitions)
 
     def set_update(self, update: Any, *partitions: str) -> None:
         """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Write
-from streamclaim_spark.core.partitions import bucket_of
+from streamclaim_spark.core.partitions import bucket_of, buckets_of
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -114,10 +114,10 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     source = frames[0]
     for frame in frames[1:]:
         source = source.unionByName(frame, allowMissingColumns=True)
-    # Every row's bucket follows from its partition, whoever built the row.
-    source = source.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
+    # Every row's bucket follows from its partition and kind, whoever built the row.
+    source = source.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
     partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
-    buckets = ", ".join(f"'{bucket}'" for bucket in sorted({bucket_of(p) for p in plan.partitions}))
+    buckets = ", ".join(f"'{bucket}'" for bucket in merge_buckets(plan))
     # The bucket literals let Delta prune directories and see, in its conflict check, that commands on
     # other buckets cannot interfere with this one; the partition literals let it skip files by statistics.
     on = (
@@ -135,6 +135,18 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     with _one_shuffle_partition(spark, small):
         _merge(spark, table_path, source, condition)
     return own_commit_version(spark, table_path, operation)
+
+
+def merge_buckets(plan: Plan) -> list[str]:
+    """The buckets a plan's MERGE reads and may rewrite: each write's own, and every bucket of the
+    partitions its frames write (their rows may be of any kind).
+
+    A command that changes only heads and consumers (XGROUP CREATE, CREATECONSUMER) names only ``h``
+    buckets, so its MERGE never reads an entry or PEL file, let alone rewrites one.
+    """
+    buckets = {bucket_of(write.partition, str(write.row[C.ROW_KIND])) for write in plan.writes}
+    buckets.update(buckets_of(plan.frame_partitions))
+    return sorted(buckets)
 
 
 @contextlib.contextmanager

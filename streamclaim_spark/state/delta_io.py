@@ -165,6 +165,13 @@ def table_schema(spark: SparkSession, path: str) -> StructType:
     return spark.read.format("delta").load(path).schema
 
 
+def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
+    """The table properties of the Delta table at ``path`` (its newest version), by ``DESCRIBE DETAIL``:
+    the same SQL on either kind of session, answered from Delta's cached log state (no Spark job)."""
+    detail = spark.sql(f"DESCRIBE DETAIL {quoted_path(path)}").select("properties").collect()
+    return dict(detail[0]["properties"] or {}) if detail else {}
+
+
 def create_table(
     spark: SparkSession, path: str, schema: StructType, properties: dict[str, str], partition_by: str | None
 ) -> None:

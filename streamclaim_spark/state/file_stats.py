@@ -85,11 +85,12 @@ def table_bytes(spark: SparkSession, table_path: str) -> int | None:
 
 
 def file_ranges(spark: SparkSession, table_path: str, partition_id: str, kind: str, scan: Scan) -> list[FileRange]:
-    """The files of ``partition_id``'s bucket whose statistics admit rows of ``kind`` in that partition
+    """The files of the bucket of ``partition_id``'s ``kind`` whose statistics admit rows of that kind there
     (and of the scan's owner and delivery cutoff), in one query over Delta's cached log state."""
     files = DataFrame(delta_log(spark, table_path).unsafeVolatileSnapshot().withStats(), spark)
     low, high = (F.col("stats.minValues"), F.col("stats.maxValues"))
-    admits = (F.col("partitionValues")[C.BUCKET] == bucket_of(partition_id)) & F.col("stats.numRecords").isNotNull()
+    in_bucket = F.col("partitionValues")[C.BUCKET] == bucket_of(partition_id, kind)
+    admits = in_bucket & F.col("stats.numRecords").isNotNull()
     for column, value in ((C.PARTITION_ID, partition_id), (C.ROW_KIND, kind), (C.OWNER, scan.owner)):
         if value is not None:
             admits = admits & (low[column] <= F.lit(value)) & (high[column] >= F.lit(value))

@@ -6,10 +6,11 @@ each consumer group has one of its own, whose head row serialises the group's co
 
 On disk the table is partitioned by ``bucket``, the first ``BUCKET_HEX_CHARS`` hex digits of the
 partition's digest (with its kind letter): 16 stream buckets and 16 group buckets, whatever the number
-of streams and groups. One directory per group made a fleet of 10,000 groups 20,000 directories of tiny
-files, and a recovery commit over all of them wrote 20,000 files (docs/DESIGN.md, "Layout"). Commands
-on different groups of one bucket can now conflict in Delta's partition-level check; they re-run, as
-after any lost race.
+of streams and groups, and beside each an ``h`` bucket for its heads and consumers. One directory per
+group made a fleet of 10,000 groups 20,000 directories of tiny files, and a recovery commit over all of
+them wrote 20,000 files; heads sharing files with entries and PEL rows made every commit that bumped a
+head copy up to 100,000 of them (docs/DESIGN.md, "Layout"). Commands on different groups of one bucket
+can conflict in Delta's partition-level check; they re-run, as after any lost race.
 """
 
 from __future__ import annotations
@@ -28,7 +29,16 @@ from pyspark.sql.types import (
 )
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.partitions import BUCKET_HEX_CHARS, bucket_of, group_partition, stream_partition
+from streamclaim_spark.core.partitions import (
+    ALL_KINDS,
+    APART_KINDS,
+    APART_PREFIX,
+    BUCKET_HEX_CHARS,
+    bucket_of,
+    buckets_of,
+    group_partition,
+    stream_partition,
+)
 
 __all__ = [
     "BUCKET_HEX_CHARS",
@@ -37,6 +47,7 @@ __all__ = [
     "STATE_SCHEMA",
     "bucket_column",
     "bucket_of",
+    "buckets_of",
     "group_partition",
     "in_partitions",
     "kind_in",
@@ -80,31 +91,34 @@ STATE_SCHEMA = StructType(
         StructField(C.GROUP_NAMES, ArrayType(StringType())),  # stream head
         StructField(C.VERSION, LongType()),  # head rows: bumped by every write to the partition
         StructField(C.TXN, StringType()),  # token of the command that last wrote the row
-        StructField(C.BUCKET, StringType(), nullable=False),  # Delta partition: bucket_of(partition_id)
+        StructField(C.BUCKET, StringType(), nullable=False),  # Delta partition: bucket_of(partition_id, row_kind)
     ]
 )
 
 COLUMN_NAMES = tuple(field.name for field in STATE_SCHEMA.fields)
 
 
-def bucket_column(partition_id: Column) -> Column:
+def bucket_column(partition_id: Column, row_kind: Column) -> Column:
     """``bucket_of`` as a Spark expression."""
-    return F.substring(partition_id, 1, 1 + BUCKET_HEX_CHARS)
+    bucket = F.substring(partition_id, 1, 1 + BUCKET_HEX_CHARS)
+    return F.when(row_kind.isin(*APART_KINDS), F.concat(F.lit(APART_PREFIX), bucket)).otherwise(bucket)
 
 
-def in_partitions(partitions: str | Iterable[str], table: str = "") -> Column:
-    """Rows of the given logical partition(s), with the bucket filter that lets Delta prune directories."""
+def in_partitions(partitions: str | Iterable[str], table: str = "", kinds: Iterable[str] = ALL_KINDS) -> Column:
+    """Rows of the given logical partition(s), with the filter on the buckets that hold their rows of
+    ``kinds`` (default: every kind) that lets Delta prune directories; the kinds themselves are not tested."""
     wanted = [partitions] if isinstance(partitions, str) else sorted(set(partitions))
     prefix = f"{table}." if table else ""
-    buckets = sorted({bucket_of(p) for p in wanted})
+    buckets = buckets_of(wanted, kinds)
     # One SQL expression, one py4j call: Column.isin makes one py4j call per value (~3 s for 10,000
     # groups, several times per recovery run). Partition IDs and buckets are hex digests: safe to quote.
     return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets)}) AND {prefix}{C.PARTITION_ID} IN ({_quoted(wanted)})")
 
 
 def kind_in(partitions: str | Iterable[str], kind: str) -> Column:
-    """Rows of ``kind`` in the given partition(s); the kind is what Delta's statistics skip files by."""
-    return in_partitions(partitions) & (F.col(C.ROW_KIND) == kind)
+    """Rows of ``kind`` in the given partition(s): in the buckets of that kind only, and the kind tested,
+    which Delta's statistics skip files by."""
+    return in_partitions(partitions, kinds=[kind]) & (F.col(C.ROW_KIND) == kind)
 
 
 # Past this many partitions a query names only their buckets and lets a join select the rows: testing
@@ -113,14 +127,14 @@ def kind_in(partitions: str | Iterable[str], kind: str) -> Column:
 NAMED_PARTITIONS_MAX = 64
 
 
-def pruned_to(partitions: Iterable[str], table: str = "") -> Column:
+def pruned_to(partitions: Iterable[str], table: str = "", kinds: Iterable[str] = ALL_KINDS) -> Column:
     """A filter for a query whose join keeps only rows of ``partitions``: ``in_partitions`` for a few,
-    their buckets alone (directory pruning) for more than ``NAMED_PARTITIONS_MAX``."""
+    their buckets of ``kinds`` alone (directory pruning) for more than ``NAMED_PARTITIONS_MAX``."""
     wanted = sorted(set(partitions))
     if len(wanted) <= NAMED_PARTITIONS_MAX:
-        return in_partitions(wanted, table)
+        return in_partitions(wanted, table, kinds)
     prefix = f"{table}." if table else ""
-    return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(sorted({bucket_of(p) for p in wanted}))})")
+    return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets_of(wanted, kinds))})")
 
 
 # A row's key but its ID: a head row (no consumer) or a consumer row (rows_with_keys).

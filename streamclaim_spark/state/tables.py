@@ -17,9 +17,17 @@ from streamclaim_spark.state.delta_io import (
     has_delta_log,
     is_delta_table,
     not_a_table_error,
+    table_properties,
     table_schema,
 )
 from streamclaim_spark.state.schema import FIELD_PAIR, STATE_SCHEMA, bucket_column
+
+# The table property that names the state table's layout: heads and consumers in buckets of their own.
+# Tables made before it have no such property (docs/DESIGN.md, "Layout").
+LAYOUT_PROPERTY = "streamclaim.layout"
+HEADS_APART = "heads-apart"
+# Most rows in one data file of a rewritten table: the store's default rows_per_file.
+UPGRADE_ROWS_PER_FILE = 100_000
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
 STATE_TABLE_PROPERTIES = {
@@ -36,6 +44,7 @@ STATE_TABLE_PROPERTIES = {
             *(C.CONSUMER, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT),
         ]
     ),
+    LAYOUT_PROPERTY: HEADS_APART,
 }
 
 
@@ -57,6 +66,8 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
         _refuse_old_layout(store_path, "the layout from before buckets (one Delta partition per stream and per group)")
     if _holds_text_fields(schema):
         _refuse_old_layout(store_path, "entries' field names and values as strings (before binary payloads)")
+    if table_properties(spark, path).get(LAYOUT_PROPERTY) != HEADS_APART:
+        _refuse_old_layout(store_path, "heads and consumers in the files of entries and PEL rows (before heads apart)")
     return path
 
 
@@ -82,25 +93,28 @@ def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
 def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     """Rewrites a store's tables made by an older version into today's layout; False if they have it.
 
-    Two upgrades, each one commit per table: a state table from before buckets gains the ``bucket``
-    column and is partitioned by it; tables from before binary payloads (the state table and the
-    dead-letter table) get their string field names and values as their UTF-8 bytes. Every row keeps its
-    values. Readers see the old or the new table, never a mix; writers that commit meanwhile make it fail
-    (run it again), or are lost if they started before it: stop them first.
+    The state table, if it lacks any of the layout's steps (``bucket`` partitions; binary field names and
+    values; heads and consumers in buckets of their own), is rewritten in one commit, every row in the
+    bucket of its partition and kind, in files of at most ``UPGRADE_ROWS_PER_FILE`` rows ordered by
+    partition, kind and ID; a second commit then marks the layout (a crash between the two leaves a table
+    that is refused until this is run again, which redoes the rewrite). A dead-letter table from before
+    binary payloads gets its fields as their UTF-8 bytes. Every row keeps its values. Readers see the old
+    or the new table, never a mix; writers that commit meanwhile make it fail (run it again), or are lost
+    if they started before it: stop them first.
     """
     path = table_path(store_path, C.STATE_TABLE_DIR)
     table = spark.read.format("delta").load(path)
-    before_buckets = C.BUCKET not in table.columns
     upgraded = False
-    if before_buckets or _holds_text_fields(table.schema):
-        if before_buckets:
-            table = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID)))
+    if table_properties(spark, path).get(LAYOUT_PROPERTY) != HEADS_APART or _holds_text_fields(table.schema):
+        rows = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
         (
-            _conformed(table, STATE_SCHEMA)
+            _conformed(rows, STATE_SCHEMA)
             .repartition(C.BUCKET)
+            .sortWithinPartitions(C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
             .write.format("delta")
             .mode("overwrite")
             .option("overwriteSchema", "true")
+            .option("maxRecordsPerFile", UPGRADE_ROWS_PER_FILE)
             .partitionBy(C.BUCKET)
             .save(path)
         )

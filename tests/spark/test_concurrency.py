@@ -316,7 +316,7 @@ def test_claims_on_two_groups_of_one_stream_commit_concurrently_without_conflict
         assert {(row.owner, row.delivery_time_ms, row.delivery_count) for row in rows} == {(consumer, T0 + HOUR, 2)}
     # g1 and g2 fall in different buckets (Delta partitions, schema.bucket_of) and each MERGE names its
     # own, so neither claim saw a conflict: one attempt each, committed as the next two versions.
-    assert bucket_of(group_partition("s", "g1")) != bucket_of(group_partition("s", "g2"))
+    assert bucket_of(group_partition("s", "g1"), C.KIND_GROUP) != bucket_of(group_partition("s", "g2"), C.KIND_GROUP)
     assert {c: o.attempts for c, o in outcomes.items()} == {"c1": 1, "c2": 1}
     assert sorted(o.version or 0 for o in outcomes.values()) == [version_before + 1, version_before + 2]
     assert [r.userMetadata.split(" ")[0] for r in history] == ["XAUTOCLAIM", "XAUTOCLAIM"]

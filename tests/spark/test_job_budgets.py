@@ -18,6 +18,11 @@ from streamclaim_spark.state import file_stats
 
 pytestmark = pytest.mark.spark
 
+# Heads apart (issue 44) moved four budgets by one or two jobs: an entry or a PEL row a command inserts
+# is a small file of its own now (it used to be rewritten into the head's file, with up to 100,000
+# neighbours), so the store's buckets hold more small files between auto compactions, and Delta's auto
+# compaction check after a commit, and a read over those files, each cost a job more at times
+# (docs/BENCHMARKS.md, "Spark jobs per command").
 BUDGETS = {
     "XADD": 6,
     "XRANGE of 5": 3,
@@ -25,10 +30,10 @@ BUDGETS = {
     "XCLAIM of 1 ID": 7,
     "XACK of 1 ID": 7,
     "XAUTOCLAIM COUNT 100": 9,
-    "XREADGROUP of 5": 9,
+    "XREADGROUP of 5": 11,
     "XACKDEL of 1 ID": 7,
-    "XACKDEL DELREF of 1 ID": 9,
-    "XDELEX of 1 ID": 6,
+    "XACKDEL DELREF of 1 ID": 10,
+    "XDELEX of 1 ID": 7,
     "XREADGROUP CLAIM of 5": 11,
     "XNACK of 1 ID": 9,
     "XGROUP SETID": 8,

@@ -44,7 +44,7 @@ def row_id(row: Mapping[str, Any]) -> tuple[int, int]:
 
 def bucketed(row: Row) -> Row:
     """The row with its Delta partition column, so bucket filters keep it."""
-    return {**row, C.BUCKET: bucket_of(row[C.PARTITION_ID])}
+    return {**row, C.BUCKET: bucket_of(row[C.PARTITION_ID], row[C.ROW_KIND])}
 
 
 def claimed_row(current: Row | None, write: Write) -> Row | None:

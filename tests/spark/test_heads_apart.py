@@ -1,0 +1,119 @@
+"""Heads and consumers in files of their own (issue 44): what a commit copies, and the upgrade to it.
+
+Each budget is read from the commit's own ``operationMetrics`` (``numTargetRowsCopied``: rows a commit
+rewrote unchanged because they shared a file with a row it changed), never timed. Before heads were
+apart, each of these commits copied the 99,999 neighbours of the head it bumped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition
+from streamclaim_spark.engine.transaction import commit_metrics
+from streamclaim_spark.errors import StoreLayoutError
+from streamclaim_spark.state.delta_io import latest_version
+from streamclaim_spark.state.tables import table_path, upgrade_layout
+from tests.clock import ManualClock
+from tests.spark.layout_fixture import CLOCK_MS, REPLIES_FILE, STORE_DIR, run_script
+
+pytestmark = pytest.mark.spark
+
+BIG = 100_000
+FLEET = 20
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def big(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
+    """Stream ``big`` of 100,000 entries, all pending in group ``g`` (consumer ``dead``), beside a fleet
+    of 20 small streams: every bucket holds rows of many kinds, as a real store's do."""
+    store = StreamStore.open(str(tmp_path_factory.mktemp("heads-apart") / "store"), spark=spark, clock=lambda: T0)
+    store.append("big", spark.range(BIG).selectExpr("id AS n"))
+    fleet = spark.range(FLEET * 5).selectExpr(f"concat('tenant-', id % {FLEET}) AS tenant", "id AS n")
+    store.append_streams(fleet, stream_column="tenant")
+    store.execute("XGROUP", "CREATE", "big", "g", "0")
+    store.deliver("big", "g", "dead")
+    return store
+
+
+def last_commit(store: StreamStore) -> dict[str, int]:
+    state = table_path(store.path, C.STATE_TABLE_DIR)
+    return commit_metrics(store.spark, state, latest_version(store.spark, state))
+
+
+def test_xgroup_create_on_a_stream_of_100000_entries_copies_no_entry(big: StreamStore) -> None:
+    assert big.execute("XGROUP", "CREATE", "big", "late", "$") == "OK"
+
+    metrics = last_commit(big)
+    assert (metrics["numTargetRowsCopied"], metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (
+        0,
+        1,  # the stream head (its group names)
+        1,  # the group head
+    )
+
+
+def test_adding_a_consumer_to_a_group_with_100000_pending_entries_copies_no_pel_row(big: StreamStore) -> None:
+    assert big.execute("XGROUP", "CREATECONSUMER", "big", "g", "alive") == 1
+
+    metrics = last_commit(big)
+    # The group's head file is rewritten (its version moves) with what lies beside it there: consumer
+    # ``dead``, never one of the PEL rows.
+    small_rows = big.snapshot().frame().where(F.col(C.BUCKET) == bucket_of(group_partition("big", "g"), C.KIND_GROUP))
+    assert metrics["numTargetRowsCopied"] < small_rows.count() < 10
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (1, 1)
+
+
+def test_create_groups_over_a_fleet_copies_no_entry(big: StreamStore) -> None:
+    streams = ["big", *(f"tenant-{n}" for n in range(FLEET))]
+
+    assert big.create_groups([(key, "fleet", "0", False) for key in streams]) == FLEET + 1
+
+    metrics = last_commit(big)
+    # Every stream head gains the group; heads of streams outside a bulk call would be the only copies.
+    assert (metrics["numTargetRowsCopied"], metrics["numTargetRowsUpdated"]) == (0, FLEET + 1)
+    assert metrics["numTargetRowsInserted"] == FLEET + 1
+
+
+def test_every_head_and_consumer_lies_in_an_h_bucket_and_no_other_row_does(big: StreamStore) -> None:
+    kinds = {row[C.ROW_KIND] for row in big.snapshot().frame().select(C.ROW_KIND).distinct().collect()}
+
+    assert kinds == {*APART_KINDS, C.KIND_ENTRY, C.KIND_PENDING}
+    assert rows_out_of_place(big) == 0
+
+
+def rows_out_of_place(store: StreamStore) -> int:
+    """Rows whose Delta partition is not their partition's bucket for their kind; a data file lies in
+    one Delta partition, so with none, no file holds a head or consumer beside an entry or PEL row."""
+    rows = store.snapshot().frame().select(C.PARTITION_ID, C.ROW_KIND, C.BUCKET).distinct().collect()
+    return sum(row[C.BUCKET] != bucket_of(row[C.PARTITION_ID], row[C.ROW_KIND]) for row in rows)
+
+
+def test_a_store_of_the_bucket_layout_is_refused_and_answers_as_before_once_upgraded(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    store_path = str(tmp_path / "old")
+    shutil.copytree(STORE_DIR, store_path)
+
+    with pytest.raises(StoreLayoutError) as refused:
+        StreamStore.open(store_path, spark=spark)
+    assert str(refused.value) == (
+        f"the store at {store_path} keeps heads and consumers in the files of entries and PEL rows "
+        f"(before heads apart); stop every writer and run "
+        f"streamclaim_spark.state.tables.upgrade_layout(spark, {store_path!r}) once, then open it again"
+    )
+
+    assert upgrade_layout(spark, store_path) is True
+    assert upgrade_layout(spark, store_path) is False
+    upgraded = StreamStore.open(store_path, spark=spark, clock=ManualClock(CLOCK_MS))
+    # The script's replies (reads, claims, reads, acks, trims, reads again) are the old code's, exactly.
+    assert run_script(upgraded) == json.loads(REPLIES_FILE.read_text())
+    assert rows_out_of_place(upgraded) == 0

@@ -78,7 +78,8 @@ def run_script(store: StreamStore) -> list[object]:
             replies.append(store.execute(*argv))
         except Exception as error:  # a Redis error reply is part of what is compared
             replies.append({"error": str(error)})
-    return json.loads(json.dumps(replies))
+    kept: list[object] = json.loads(json.dumps(replies))
+    return kept
 
 
 def build() -> None:

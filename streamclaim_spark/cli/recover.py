@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, Key
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
-from streamclaim_spark.errors import ConfigError, UnsafeObjectStoreError
+from streamclaim_spark.errors import ConfigError, StoreLayoutError, UnsafeObjectStoreError
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
     RecoveryFailedError,
@@ -32,7 +32,7 @@ from streamclaim_spark.fleet.recovery import (
 )
 from streamclaim_spark.state.delta_io import is_delta_table
 from streamclaim_spark.state.session import DELTA_PACKAGE, has_delta_jar, session_from_config, writer_safety
-from streamclaim_spark.state.tables import table_path
+from streamclaim_spark.state.tables import table_path, upgrade_layout
 from streamclaim_spark.store import StreamStore
 
 EXIT_OK = 0
@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
+    where.add_argument(
+        "--upgrade-layout",
+        action="store_true",
+        help='rewrite a store made by an older version into today\'s layout, print {"upgraded": ...} and exit; '
+        "stop every writer of the store first",
     )
     run = parser.add_argument_group("what the run does [jobs.recover_stale]")
     run.add_argument("--streams", nargs="+", metavar="PATTERN", help="stream names or glob patterns [streams]")
@@ -164,19 +170,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_CONFIG, f"config error: {error}")
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
-        return run_job(config, summary_file=args.summary_file)
+        return run_job(config, summary_file=args.summary_file, upgrade=args.upgrade_layout)
     except Exception:
         log.exception("the run stopped on an unexpected error")
         return EXIT_RUN_FAILED
 
 
-def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None) -> int:
+def run_job(
+    config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None, upgrade: bool = False
+) -> int:
     """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
 
     Args:
         config: The loaded configuration.
         spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
         summary_file: Also write the JSON summary to this file (default: stdout only).
+        upgrade: Instead of a run, rewrite a store of an older layout into today's (tables.upgrade_layout).
     """
     owned = spark is None and SparkSession.getActiveSession() is None
     session = spark if spark is not None else session_from_config(config.spark)
@@ -198,7 +207,14 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
                 f"{table_path(config.store.path, C.STATE_TABLE_DIR)}); set store.path in conf/local.toml "
                 "or pass --store with the folder of an existing store",
             )
-        store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+        if upgrade:
+            upgraded = upgrade_layout(session, config.store.path)
+            print_line({"store": config.store.path, "upgraded": upgraded}, summary_file)
+            return EXIT_OK
+        try:
+            store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+        except StoreLayoutError as error:
+            return _fail(EXIT_CONFIG, f"{error} (or run {PROG} --upgrade-layout --store {config.store.path})")
         try:
             report = recover_stale(store, config.recover_stale)
         except RecoverySelectionError as error:
@@ -222,7 +238,12 @@ def store_exists(spark: SparkSession, path: str) -> bool:
 
 def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:
     """The run's JSON summary, one line on stdout (and in ``summary_file`` when given)."""
-    line = json.dumps(report.to_json()) + "\n"
+    print_line(report.to_json(), summary_file)
+
+
+def print_line(summary: dict[str, Any], summary_file: str | None = None) -> None:
+    """``summary`` as one JSON line on stdout (and in ``summary_file`` when given)."""
+    line = json.dumps(summary) + "\n"
     sys.stdout.write(line)
     sys.stdout.flush()
     if summary_file is not None:

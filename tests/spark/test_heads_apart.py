@@ -16,7 +16,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.cli import recover
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition
 from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.errors import StoreLayoutError
@@ -27,6 +29,7 @@ from tests.spark.layout_fixture import CLOCK_MS, REPLIES_FILE, STORE_DIR, run_sc
 
 pytestmark = pytest.mark.spark
 
+REPO = Path(__file__).resolve().parents[2]
 BIG = 100_000
 FLEET = 20
 T0 = 1_700_000_000_000
@@ -98,20 +101,27 @@ def rows_out_of_place(store: StreamStore) -> int:
 
 
 def test_a_store_of_the_bucket_layout_is_refused_and_answers_as_before_once_upgraded(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store_path = str(tmp_path / "old")
     shutil.copytree(STORE_DIR, store_path)
-
-    with pytest.raises(StoreLayoutError) as refused:
-        StreamStore.open(store_path, spark=spark)
-    assert str(refused.value) == (
+    config = load_config(REPO / "conf", {("store", "path"): (store_path, "--store")}, local=False)
+    refusal = (
         f"the store at {store_path} keeps heads and consumers in the files of entries and PEL rows "
         f"(before heads apart); stop every writer and run "
         f"streamclaim_spark.state.tables.upgrade_layout(spark, {store_path!r}) once, then open it again"
     )
 
-    assert upgrade_layout(spark, store_path) is True
+    with pytest.raises(StoreLayoutError) as refused:
+        StreamStore.open(store_path, spark=spark)
+    assert str(refused.value) == refusal
+    assert recover.run_job(config, spark=spark) == recover.EXIT_CONFIG
+    assert capsys.readouterr().err == (
+        f"streamclaim-recover: {refusal} (or run streamclaim-recover --upgrade-layout --store {store_path})\n"
+    )
+
+    assert recover.run_job(config, spark=spark, upgrade=True) == recover.EXIT_OK
+    assert json.loads(capsys.readouterr().out) == {"store": store_path, "upgraded": True}
     assert upgrade_layout(spark, store_path) is False
     upgraded = StreamStore.open(store_path, spark=spark, clock=ManualClock(CLOCK_MS))
     # The script's replies (reads, claims, reads, acks, trims, reads again) are the old code's, exactly.

@@ -31,6 +31,7 @@ from streamclaim_spark.state.columns import (
 from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import (
+    APART_KINDS,
     NAMED_PARTITIONS_MAX,
     ROW_KEY_SCHEMA,
     in_partitions,
@@ -230,8 +231,9 @@ class PrefetchedSnapshot:
             for part in sorted(parts)
         ]
         keys = json_frame(self.spark, records, ROW_KEY_SCHEMA)
-        kinds = F.col(C.ROW_KIND).isin(C.KIND_STREAM, C.KIND_GROUP, C.KIND_CONSUMER)
-        return rows_with_keys(self.frame().where(pruned_to(str(r[C.PARTITION_ID]) for r in records) & kinds), keys)
+        kinds = F.col(C.ROW_KIND).isin(*APART_KINDS)
+        in_buckets = pruned_to((str(r[C.PARTITION_ID]) for r in records), kinds=APART_KINDS)
+        return rows_with_keys(self.frame().where(in_buckets & kinds), keys)
 
     def _remember(self, needs: Sequence[Need], rows: list[Row], scan_key: ScanKey | None) -> None:
         """Files the rows of a prefetch under what they answer; what was asked for and absent is None."""

@@ -41,6 +41,8 @@ from streamclaim_spark.core.partitions import (
 )
 
 __all__ = [
+    "ALL_KINDS",
+    "APART_KINDS",
     "BUCKET_HEX_CHARS",
     "COLUMN_NAMES",
     "FIELD_PAIR",

@@ -37,7 +37,7 @@ from streamclaim_spark.fleet.claims.selection import (
     stale_condition,
     stream_entries,
 )
-from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.schema import in_partitions, kind_in
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -87,8 +87,7 @@ def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[st
         existing = (
             ctx.snapshot.frame()
             .where(
-                in_partitions([group_partition(*pair) for pair in winners])
-                & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
+                kind_in([group_partition(*pair) for pair in winners], C.KIND_CONSUMER)
                 & F.col(C.CONSUMER).isin(sorted(set(owners)))
             )
             .select(C.STREAM, C.GROUP, C.CONSUMER)

@@ -23,7 +23,7 @@ from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.claims.owners import Pair, spread_over, tally
 from streamclaim_spark.state.columns import id_text
-from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.schema import kind_in
 
 # Columns a candidate row carries besides its PEL row: the consumer that takes it, and its entry's
 # fields (null: the entry was deleted from its stream, so the claim purges it from the PEL).
@@ -116,10 +116,8 @@ def stale_condition(groups: Sequence[GroupMeta], selection: StaleSelection, cuto
 
     One predicate serves the decision's count and the commit's own condition, so the two cannot drift.
     """
-    condition = (
-        in_partitions([group_partition(g.key, g.name) for g in groups])
-        & (F.col(C.ROW_KIND) == C.KIND_PENDING)
-        & (F.col(C.DELIVERY_TIME_MS) <= cutoff)
+    condition = kind_in([group_partition(g.key, g.name) for g in groups], C.KIND_PENDING) & (
+        F.col(C.DELIVERY_TIME_MS) <= cutoff
     )
     if selection.owners is not None:
         condition = condition & F.col(C.OWNER).isin(list(selection.owners))
@@ -135,9 +133,7 @@ def stale_condition(groups: Sequence[GroupMeta], selection: StaleSelection, cuto
 def stream_entries(ctx: Context, groups: Sequence[GroupMeta]) -> DataFrame:
     """Entry rows of the streams ``groups`` belong to."""
     streams = sorted({g.key for g in groups})
-    return ctx.snapshot.frame().where(
-        in_partitions([stream_partition(s) for s in streams]) & (F.col(C.ROW_KIND) == C.KIND_ENTRY)
-    )
+    return ctx.snapshot.frame().where(kind_in([stream_partition(s) for s in streams], C.KIND_ENTRY))
 
 
 def candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:
@@ -166,7 +162,7 @@ def claim_counts(rows: DataFrame) -> tuple[dict[Pair, tuple[int, int]], dict[Pai
 
 def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> DataFrame:
     """The PEL rows a commit wrote (its ``txn``), with each entry's ID as text and its fields."""
-    pel = table.where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.TXN) == txn))
+    pel = table.where(kind_in(partitions, C.KIND_PENDING) & (F.col(C.TXN) == txn))
     entries = table.where(F.col(C.ROW_KIND) == C.KIND_ENTRY).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
     return pending_with_fields(pel, entries, [C.STREAM, C.ID_MS, C.ID_SEQ])
 

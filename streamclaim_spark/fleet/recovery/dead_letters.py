@@ -27,7 +27,7 @@ from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import committing, merge_into
 from streamclaim_spark.state.frames import json_frame
-from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.schema import kind_in
 from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.state.tables import ensure_dead_letter_table, table_path
 
@@ -88,7 +88,7 @@ def unmatched_copies(runner: Runner, copies: DataFrame, pairs: list[Pair], read_
     partitions = [group_partition(*pair) for pair in pairs]
     pending = (
         runner.table_at(read_version)
-        .where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+        .where(kind_in(partitions, C.KIND_PENDING))
         .select(
             C.STREAM, C.GROUP, id_text(C.ID_MS, C.ID_SEQ).alias(COPY_ID), C.OWNER, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS
         )

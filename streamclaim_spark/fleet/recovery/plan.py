@@ -34,7 +34,7 @@ from streamclaim_spark.engine.merge_source import (
 )
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, spread_over
 from streamclaim_spark.state.columns import id_text
-from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.schema import in_partitions, kind_in
 from streamclaim_spark.state.snapshot import Snapshot
 
 # What a run does to one pending entry (the ACTION column of a classified PEL).
@@ -73,13 +73,13 @@ def with_owner_key(frame: DataFrame) -> DataFrame:
 def pending_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
     """The groups' pending rows."""
     partitions = [group_partition(*pair) for pair in pairs]
-    return snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+    return snapshot.frame().where(kind_in(partitions, C.KIND_PENDING))
 
 
 def entries_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
     """The entries of the groups' streams."""
     partitions = [stream_partition(key) for key in sorted({key for key, _ in pairs})]
-    return snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_ENTRY))
+    return snapshot.frame().where(kind_in(partitions, C.KIND_ENTRY))
 
 
 def live_owners(
@@ -191,7 +191,7 @@ def pending_source(classified: DataFrame, ctx: Context, cutoff: int, nacking: bo
 
 def head_source(snapshot: Snapshot, partitions: list[str], txn: str) -> DataFrame:
     """The changed groups' head rows, version bumped and guarded on the version this round read."""
-    heads = snapshot.frame().where(in_partitions(partitions) & (F.col(C.ROW_KIND) == C.KIND_GROUP))
+    heads = snapshot.frame().where(kind_in(partitions, C.KIND_GROUP))
     values = {C.VERSION: F.col(C.VERSION) + 1, C.TXN: F.lit(txn)}
     return source_of(heads, values, {OP_GUARD: F.lit(True), OP_EXPECT: F.col(C.VERSION)})
 

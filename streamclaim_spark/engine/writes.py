@@ -83,9 +83,7 @@ def delete_stream(ctx: Context, meta: StreamMeta) -> None:
         ctx.plan.add(Write(group_head_row(group, ctx.txn), delete=True, guard=True, expect_version=group.version))
         partitions.append(group_partition(meta.key, group.name))
     rows = ctx.snapshot.frame().where(in_partitions(partitions) & ~F.col(C.ROW_KIND).isin(*C.HEAD_KINDS))
-    for partition in partitions:
-        ctx.plan.partitions.add(partition)
-    ctx.plan.frames.append(source_frame_for_deletes(rows))
+    ctx.plan.add_frame(source_frame_for_deletes(rows), *partitions)
 
 
 def touch_consumer(ctx: Context, key: str, group: str, name: str) -> None:

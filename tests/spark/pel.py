@@ -6,8 +6,10 @@ really stored, independently of the reply logic under test.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -74,3 +76,14 @@ def duplicates(items: list[str]) -> dict[str, int]:
 def by_id(rows: list[PelRow]) -> dict[str, PelRow]:
     """PEL rows keyed by entry ID (callers check ``duplicates`` first)."""
     return {row.id: row for row in rows}
+
+
+def rewritten_buckets(store: StreamStore, version: int) -> set[str]:
+    """The buckets of the data files commit ``version`` removed (rewrote, or deleted), from its log file.
+
+    A commit that removed no file of an ``s`` or ``g`` bucket copied no entry or PEL row, whatever it
+    copied of the heads and consumers beside the rows it changed.
+    """
+    log_file = Path(store.path) / C.STATE_TABLE_DIR / "_delta_log" / f"{version:020d}.json"
+    actions = [json.loads(line) for line in log_file.read_text().splitlines() if line.strip()]
+    return {action["remove"]["partitionValues"][C.BUCKET] for action in actions if "remove" in action}

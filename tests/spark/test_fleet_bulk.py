@@ -158,8 +158,10 @@ def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fle
 
 # Spark jobs of each bulk path over a fleet of 100 groups, as measured when set (docs/BENCHMARKS.md, "Fleet
 # building"); create_groups and deliver_many ran 8-10 and 19-21 at 10,000 groups too: no path may run a
-# job per stream or group.
-FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 21, "claim_stale": 21}
+# job per stream or group. deliver_many went from 21 to 23 when heads were put apart (issue 44): its
+# commit now writes into twice the buckets (the PEL rows' and the heads' and consumers'), and Delta's
+# auto compaction check after it reads more of them.
+FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 23, "claim_stale": 21}
 
 
 def test_fleet_bulk_paths_run_a_fixed_number_of_spark_jobs_whatever_the_number_of_groups(

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import decode_argv
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.object_store import WriterSafety
 from streamclaim_spark.core.replies import decoded, encoded
@@ -38,8 +39,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
-# 100k pending rows make a ~0.4 MB file, 100k entries of a few short fields ~1.2 MB.
-DEFAULT_ROWS_PER_FILE = 100_000
+# The default file cap, kept importable from here (bench.side_by_side uses it).
+DEFAULT_ROWS_PER_FILE = C.DEFAULT_ROWS_PER_FILE
 
 
 def wall_clock_ms() -> int:

@@ -8,6 +8,11 @@ STATE_TABLE_DIR = "state"
 DEAD_LETTER_TABLE_DIR = "dead_letters"
 RECOVERY_RUNS_TABLE_DIR = "recovery_runs"
 
+# Most rows a commit writes into one data file, by default (StreamStore.open's rows_per_file, and the
+# files upgrade_layout rewrites). 100k pending rows make a ~0.4 MB file, 100k entries of a few short
+# fields ~1.2 MB.
+DEFAULT_ROWS_PER_FILE = 100_000
+
 # Row kinds. Each partition has exactly one "head" row (stream or group) that every write checks and bumps.
 KIND_STREAM = "stream"
 KIND_ENTRY = "entry"

@@ -26,8 +26,6 @@ from streamclaim_spark.state.schema import FIELD_PAIR, STATE_SCHEMA, bucket_colu
 # Tables made before it have no such property (docs/DESIGN.md, "Layout").
 LAYOUT_PROPERTY = "streamclaim.layout"
 HEADS_APART = "heads-apart"
-# Most rows in one data file of a rewritten table: the store's default rows_per_file.
-UPGRADE_ROWS_PER_FILE = 100_000
 
 # Table properties of the state table, each for a reason given in docs/DESIGN.md ("Layout").
 STATE_TABLE_PROPERTIES = {
@@ -66,7 +64,7 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
         _refuse_old_layout(store_path, "the layout from before buckets (one Delta partition per stream and per group)")
     if _holds_text_fields(schema):
         _refuse_old_layout(store_path, "entries' field names and values as strings (before binary payloads)")
-    if table_properties(spark, path).get(LAYOUT_PROPERTY) != HEADS_APART:
+    if not _has_heads_apart(spark, path):
         _refuse_old_layout(store_path, "heads and consumers in the files of entries and PEL rows (before heads apart)")
     return path
 
@@ -76,6 +74,11 @@ def _refuse_old_layout(store_path: str, what: str) -> None:
         f"the store at {store_path} keeps {what}; stop every writer and run "
         f"streamclaim_spark.state.tables.upgrade_layout(spark, {store_path!r}) once, then open it again"
     )
+
+
+def _has_heads_apart(spark: SparkSession, path: str) -> bool:
+    """True when the state table at ``path`` is marked as keeping heads and consumers in buckets of their own."""
+    return table_properties(spark, path).get(LAYOUT_PROPERTY) == HEADS_APART
 
 
 def _holds_text_fields(schema: StructType) -> bool:
@@ -95,7 +98,7 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
 
     The state table, if it lacks any of the layout's steps (``bucket`` partitions; binary field names and
     values; heads and consumers in buckets of their own), is rewritten in one commit, every row in the
-    bucket of its partition and kind, in files of at most ``UPGRADE_ROWS_PER_FILE`` rows ordered by
+    bucket of its partition and kind, in files of at most ``DEFAULT_ROWS_PER_FILE`` rows ordered by
     partition, kind and ID; a second commit then marks the layout (a crash between the two leaves a table
     that is refused until this is run again, which redoes the rewrite). A dead-letter table from before
     binary payloads gets its fields as their UTF-8 bytes. Every row keeps its values. Readers see the old
@@ -105,7 +108,7 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     path = table_path(store_path, C.STATE_TABLE_DIR)
     table = spark.read.format("delta").load(path)
     upgraded = False
-    if table_properties(spark, path).get(LAYOUT_PROPERTY) != HEADS_APART or _holds_text_fields(table.schema):
+    if not _has_heads_apart(spark, path) or _holds_text_fields(table.schema):
         rows = table.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
         (
             _conformed(rows, STATE_SCHEMA)
@@ -114,7 +117,7 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
             .write.format("delta")
             .mode("overwrite")
             .option("overwriteSchema", "true")
-            .option("maxRecordsPerFile", UPGRADE_ROWS_PER_FILE)
+            .option("maxRecordsPerFile", C.DEFAULT_ROWS_PER_FILE)
             .partitionBy(C.BUCKET)
             .save(path)
         )

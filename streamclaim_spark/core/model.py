@@ -166,6 +166,25 @@ class Write:
 
 
 @dataclass
+class Removal:
+    """Rows of one kind removed by key in a plan's commit (a bulk XACK, a streaming batch's XACK), by
+    rewriting only the files that hold them (engine/file_commit.py).
+
+    ``rows`` is a DataFrame of (``partition_id``, ``id_ms``, ``id_seq``) naming them, all in
+    ``partitions``, or None for every row of the kind there; ``low``/``high`` bound their IDs (Delta
+    skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
+    the files' own row counts: no query counts them first.
+    """
+
+    kind: str
+    partitions: tuple[str, ...]
+    rows: Any
+    low: StreamId | None = None
+    high: StreamId | None = None
+    removed: int | None = None
+
+
+@dataclass
 class Plan:
     """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
 
@@ -187,6 +206,14 @@ class Plan:
     # True when every frame is pinned (a local checkpoint): the MERGE's two passes over its source
     # then read the same rows without Delta copying the source first (``transaction._commit_settings``).
     frames_pinned: bool = False
+    # Rows new by construction (state-table columns; no existing row has their keys): a bulk append's
+    # entries, a delivery's PEL rows. Written as plain files in the commit (engine/file_commit.py)
+    # where the session allows, else inserted by the MERGE like any frame.
+    appends: list[Any] = field(default_factory=list)
+    # The appends whose rows already come in ID order within each Spark partition (written unsorted).
+    ordered_appends: set[int] = field(default_factory=set)
+    # Rows removed by ID (``Removal``), committed only as files (a classic session): see file_commit.py.
+    removals: list[Removal] = field(default_factory=list)
 
     def add(self, write: Write) -> None:
         self.writes.append(write)
@@ -198,6 +225,22 @@ class Plan:
         self.partitions.update(partitions)
         self.frame_partitions.update(partitions)
 
+    def add_append(self, rows: Any, *partitions: str, ordered: bool = False) -> None:
+        """Adds rows no existing row can match (see ``appends``), with every partition they write;
+        ``ordered``: each Spark partition of ``rows`` already holds one partition's rows in ID order, so
+        they are written as they come (else sorted first, so each file covers a narrow ID range)."""
+        if ordered:
+            self.ordered_appends.add(len(self.appends))
+        self.appends.append(rows)
+        self.partitions.update(partitions)
+        self.frame_partitions.update(partitions)
+
+    def add_removal(self, removal: Removal) -> None:
+        """Adds ``removal`` (committed by rewriting the files holding its rows)."""
+        self.removals.append(removal)
+        self.partitions.update(removal.partitions)
+        self.frame_partitions.update(removal.partitions)
+
     def set_update(self, update: Any, *partitions: str) -> None:
         """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""
         self.update = update
@@ -205,7 +248,7 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not self.writes and not self.frames and self.update is None
+        return not (self.writes or self.frames or self.appends or self.removals) and self.update is None
 
 
 # --- rows -------------------------------------------------------------------------------------------

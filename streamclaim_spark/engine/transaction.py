@@ -1,5 +1,8 @@
 """Commits a command's writes as one guarded Delta MERGE (or one in-place UPDATE), and reads back its version.
 
+A plan whose bulk rows are new by construction (``Plan.appends``) or removed by ID (``Plan.removals``)
+commits instead as one transaction of files (file_commit.py), on a session that allows it.
+
 Every partition of the state table has one head row (a stream's or a group's) with a ``version``.
 A command reads a snapshot, decides, and commits one MERGE that (1) checks that every head it decided
 on still has the version it read, aborting through ``raise_error`` otherwise, and (2) applies its
@@ -21,6 +24,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import bucket_of, buckets_of
+from streamclaim_spark.engine.file_commit import commit_files, commits_as_files, removal_deletes
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -33,6 +37,7 @@ from streamclaim_spark.engine.merge_source import (
     OP_EXPECT,
     OP_GUARD,
     local_source,
+    source_frame,
     source_rows,
 )
 from streamclaim_spark.errors import InvalidArgumentError, NothingCommittedError
@@ -87,8 +92,9 @@ def stale_snapshot_error() -> Column:
     return F.raise_error(F.lit(STALE_SNAPSHOT_MARKER))
 
 
-def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int:
-    """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE); returns its version.
+def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int | None:
+    """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE; for appended or
+    removed rows, one transaction of files); returns its version, None when a removal found nothing.
 
     ``spark`` must be the calling thread's own session: the commit's user metadata and the version it
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
@@ -98,17 +104,26 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
         return _commit_plan(spark, table_path, plan, operation, rows_per_file)
 
 
-def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int:
+def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
+    if commits_as_files(spark, plan):
+        return commit_files(spark, table_path, plan, operation, rows_per_file)
     # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
     spark.conf.unset(_LAST_COMMIT_VERSION)
     if plan.update is not None:
-        if plan.writes or plan.frames:
+        if plan.writes or plan.frames or plan.appends or plan.removals:
             raise InvalidArgumentError("a plan commits either rows (one MERGE) or one in-place update, not both")
         apply_settings(spark, commit_settings(operation, small=False, rows_per_file=rows_per_file))
         update: InPlaceUpdate = plan.update
         update_in_place(spark, table_path, update.condition, dict(update.assignments))
         return own_commit_version(spark, table_path, operation)
-    frames = list(plan.frames)
+    # Appended rows the session cannot commit as files are inserted by the MERGE (nothing matches them),
+    # removed rows deleted by key (the MERGE reports no count for them: ``Removal.removed`` stays None).
+    frames = [
+        *plan.frames,
+        *(source_frame(rows) for rows in plan.appends),
+        *(removal_deletes(removal) for removal in plan.removals),
+    ]
+    small = not frames
     if plan.writes:
         frames.insert(0, local_source(spark, source_rows(plan.writes)))
     source = frames[0]
@@ -126,7 +141,6 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
         f"AND {TARGET}.{C.ROW_KIND} = s.{C.ROW_KIND} AND {TARGET}.{C.ID_MS} <=> s.{C.ID_MS} "
         f"AND {TARGET}.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND {TARGET}.{C.CONSUMER} <=> s.{C.CONSUMER}"
     )
-    small = not plan.frames
     condition = F.expr(on)
     for bound in [*(id_bounds(plan.writes) if small else []), *plan.bounds]:
         condition = condition & bound

@@ -18,6 +18,8 @@ from delta.exceptions import (
 )
 from pyspark.errors import PySparkException
 
+from streamclaim_spark.errors import StaleSnapshotError
+
 # Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
 STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
 
@@ -34,7 +36,8 @@ CONFLICT_EXCEPTIONS: tuple[type[BaseException], ...] = (
 
 
 def is_lost_race(error: BaseException) -> bool:
-    """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
-    if isinstance(error, CONFLICT_EXCEPTIONS):
+    """True for a Delta conflict or a stale-snapshot guard abort (in a MERGE or before a transaction's
+    commit): the command should re-run."""
+    if isinstance(error, (*CONFLICT_EXCEPTIONS, StaleSnapshotError)):
         return True
     return isinstance(error, PySparkException) and STALE_SNAPSHOT_MARKER in str(error)

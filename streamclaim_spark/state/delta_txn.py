@@ -1,0 +1,170 @@
+"""One Delta transaction driven from Python on a classic session: read some files, write files, commit once.
+
+``DataFrame.mergeInto`` is the only multi-file write Delta gives Python, and a MERGE joins its whole
+source with the target before it writes, even for rows that cannot match anything. Delta's own
+``OptimisticTransaction`` (reached through py4j, so classic sessions only) lets a commit write new rows
+as plain data files, remove the few files it rewrote, and record which files it read, so that Delta's
+conflict check treats it exactly as it treats a MERGE that read the same buckets
+(reference/delta-concurrency.md). Spark Connect has no JVM on the client: there the MERGE path stays.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import unquote
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.state.delta_io import is_connect
+from streamclaim_spark.state.schema import STATE_SCHEMA
+
+
+def supports_transactions(spark: SparkSession) -> bool:
+    """True where ``DeltaTransaction`` works: a classic session (Spark Connect has no JVM here)."""
+    return not is_connect(spark)
+
+
+class DeltaTransaction:
+    """A Delta transaction on the table at ``path``, started at its newest version.
+
+    Use: ``files_in`` (the files that may hold some rows, recorded as read), ``read_files`` (their rows),
+    ``write`` (rows as new data files),
+    ``commit`` (the new files plus the removal of files read, as one Delta WRITE). Nothing is visible
+    until ``commit``; a transaction that is never committed leaves only unreferenced files, which VACUUM
+    removes. A concurrent commit that changed what was read makes ``commit`` raise Delta's conflict
+    exception (``conflicts.is_lost_race`` recognises it).
+    """
+
+    def __init__(self, spark: SparkSession, path: str) -> None:
+        self._spark = spark
+        self._path = path
+        jvm = spark._jvm
+        assert jvm is not None, "DeltaTransaction needs a classic session"
+        self._jvm = jvm
+        # Delta reads settings (the commit's user metadata among them) from the JVM's active session.
+        jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        self._txn = delta_log.startTransaction()
+
+    @property
+    def read_version(self) -> int:
+        """The table version this transaction reads and commits on top of."""
+        return int(self._txn.readVersion())
+
+    def table(self) -> DataFrame:
+        """The table as of ``read_version``, each row with the path of the data file holding it."""
+        return (
+            self._spark.read.format("delta")
+            .option("versionAsOf", self.read_version)
+            .load(self._path)
+            .withColumn(FILE_PATH, F.col("_metadata.file_path"))
+        )
+
+    def files_in(self, condition: Column) -> list[Any]:
+        """The data files (Delta ``AddFile``s) as of ``read_version`` that may hold rows meeting
+        ``condition`` (partition pruning and file statistics), recorded as read: a concurrent commit
+        that adds or removes a file of those buckets makes this transaction's commit fail."""
+        analyzed = self._spark.read.format("delta").load(self._path).where(condition)._jdf.queryExecution().analyzed()
+        # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
+        # given whole prunes nothing (it names a data column too).
+        conjuncts = _conjuncts(analyzed.condition())
+        files = self._txn.filterFiles(self._seq(conjuncts), True)  # with each file's row count
+        return list(self._java_list(files))
+
+    def read_files(self, files: Sequence[Any]) -> DataFrame:
+        """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them
+        must write back, less what it removes. Read as plain Parquet, so only those files are opened."""
+        if any(file.deletionVector() is not None for file in files):
+            # Rows a deletion vector hides must stay hidden: read through Delta, by file name.
+            names = sorted(file_name(str(file.path())) for file in files)
+            return self.table().where(F.element_at(F.split(F.col(FILE_PATH), "/"), -1).isin(*names)).drop(FILE_PATH)
+        by_bucket: dict[str, list[str]] = {}
+        for file in files:
+            bucket = str(file.partitionValues().apply(C.BUCKET))
+            by_bucket.setdefault(bucket, []).append(self._absolute(str(file.path())))
+        data_schema = StructType([field for field in STATE_SCHEMA.fields if field.name != C.BUCKET])
+        frames = [
+            self._spark.read.schema(data_schema).parquet(*paths).withColumn(C.BUCKET, F.lit(bucket))
+            for bucket, paths in sorted(by_bucket.items())
+        ]
+        rows = frames[0]
+        for frame in frames[1:]:
+            rows = rows.unionByName(frame)
+        return rows.select(*(field.name for field in STATE_SCHEMA.fields))
+
+    def _absolute(self, path: str) -> str:
+        if "://" in path or path.startswith("/"):
+            return unquote(path)
+        return self._path.rstrip("/") + "/" + unquote(path)
+
+    def write(self, rows: DataFrame) -> list[Any]:
+        """Writes ``rows`` (the table's columns) as new data files of this transaction; returns Delta's
+        ``AddFile`` actions for ``commit``. Files are capped by ``spark.sql.files.maxRecordsPerFile``."""
+        # Delta caps files by the settings of the frame's own session: the frame is moved to this
+        # transaction's session, whose settings the commit set (a user's frame comes from another).
+        dataset = self._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+            self._spark._jsparkSession, rows._jdf.logicalPlan()
+        )
+        return list(self._java_list(self._txn.writeFiles(dataset)))
+
+    def recorded_version(self, app_id: str) -> int:
+        """The last version recorded for the idempotent writer ``app_id`` (-1: none), as read by this
+        transaction: a concurrent commit of the same writer makes this one conflict."""
+        return int(self._txn.txnVersion(app_id))
+
+    def commit(self, added: Iterable[Any], removed_files: Iterable[Any], writer: tuple[str, int] | None = None) -> int:
+        """Commits the ``added`` actions and the removal of ``removed_files`` (``AddFile``s read through
+        ``files_in``) as one Delta WRITE; returns its version. The user metadata is the session's.
+        ``writer`` (app ID, version) is recorded in the commit, as Delta's idempotent writes record it."""
+        actions = [*added, *(file.remove() for file in removed_files)]
+        if writer is not None:
+            app_id, version = writer
+            millis = self._jvm.scala.Option.apply(self._jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
+            actions.append(self._jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, millis))
+        none = self._jvm.scala.Option.empty()
+        append = self._jvm.org.apache.spark.sql.SaveMode.Append
+        write = getattr(self._jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+        operation = write(append, none, none, none, none, none, none, none, none)
+        return int(self._txn.commit(self._seq(actions), operation))
+
+    def _seq(self, items: Iterable[Any]) -> Any:
+        java_list = self._jvm.java.util.ArrayList()
+        for item in items:
+            java_list.add(item)
+        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()
+
+    def _java_list(self, seq: Any) -> Any:
+        return self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
+
+
+# Delta's idempotent-write settings: a commit made with them records (app ID, version), and a writer
+# skips a version already recorded for its app ID (the streaming sink's exactly-once).
+TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+
+# The column ``DeltaTransaction.table`` adds: the data file a row lies in.
+FILE_PATH = "_file_path"
+
+
+def _conjuncts(expression: Any) -> list[Any]:
+    """The terms of a Catalyst ``And`` tree (``expression`` itself when it is no ``And``)."""
+    if expression.getClass().getSimpleName() == "And":
+        return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
+    return [expression]
+
+
+def row_count(file: Any) -> int:
+    """The rows of an ``AddFile``, from the statistics Delta wrote with it."""
+    return int(file.numLogicalRecords().get())
+
+
+def file_name(path: str) -> str:
+    """A data file's name, from an ``AddFile`` path (relative, URL-encoded) or a ``_metadata.file_path``
+    (an absolute URI): Delta names every data file uniquely, so the name identifies it."""
+    return posixpath.basename(unquote(path))

@@ -18,6 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from streamclaim_spark.state.delta_io import updated_snapshot
+from streamclaim_spark.state.delta_txn import TXN_APP_ID, TXN_VERSION
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import SinkOptions
 
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
     from streamclaim_spark.fleet.bulk import BulkAppend
     from streamclaim_spark.store import StreamStore
     from streamclaim_spark.streaming.driver import DriverLink
-
-# Delta's idempotent-DML settings: a MERGE run with them records (app ID, version) in its commit and
-# is skipped when that version (or a later one) is already recorded for the app ID.
-TXN_APP_ID = "spark.databricks.delta.write.txnAppId"
-TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 
 @dataclass

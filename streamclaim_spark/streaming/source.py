@@ -21,11 +21,11 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.core.model import Need
+from streamclaim_spark.core.model import Need, Removal
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import is_pattern, matching
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.merge_source import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk import plan_deliveries
@@ -225,7 +225,13 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         done = pending.where(F.col(C.OWNER) == consumer).join(
             emitted, [C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS], "left_semi"
         )
-        ctx.plan.add_frame(source_frame_for_deletes(done), *(group_partition(s, group) for s in ranges))
+        # A removal: committed with the batch's appended deliveries as files, each PEL file the ranges
+        # reach rewritten once without the acknowledged rows (engine/file_commit.py).
+        low = min(start for start, _ in ranges.values()).incr()
+        high = max(end for _, end in ranges.values())
+        partitions = tuple(sorted(group_partition(s, group) for s in ranges))
+        keys = done.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
+        ctx.plan.add_removal(Removal(C.KIND_PENDING, partitions, keys, low, high))
         return set(ranges)
 
     def _redeliver_pending(

@@ -105,7 +105,9 @@ def test_bulk_writes_split_into_files_of_at_most_rows_per_file_each_covering_a_n
     )
 
     entry_files = [row for row in files if row["entries"]]
-    assert len(entry_files) == 3
+    # Appended as files, each input partition's rows where they lie (spark.range's 2 partitions of 125):
+    # 100 + 25 from each.
+    assert sorted(row["rows"] for row in entry_files) == [25, 25, 100, 100]
     assert max(row["rows"] for row in entry_files) == 100
     assert sum(row["entries"] for row in entry_files) == 250
     # Each file holds a run of consecutive IDs: its ID range is exactly as wide as its entry count.

@@ -161,7 +161,9 @@ def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fle
 # job per stream or group. deliver_many went from 21 to 23 when heads were put apart (issue 44): its
 # commit now writes into twice the buckets (the PEL rows' and the heads' and consumers'), and Delta's
 # auto compaction check after it reads more of them.
-FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 23, "claim_stale": 21}
+# deliver_many: 23 -> 25 when deliveries became appends (issue 45): the probe for PEL rows after the
+# cursors, and the head rows and the PEL rows written apart.
+FLEET_JOB_BUDGETS = {"create_groups": 10, "deliver_many": 25, "claim_stale": 21}
 
 
 def test_fleet_bulk_paths_run_a_fixed_number_of_spark_jobs_whatever_the_number_of_groups(

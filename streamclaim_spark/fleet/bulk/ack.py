@@ -12,13 +12,14 @@ from pyspark.sql.types import StringType
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import ZERO_ID, StreamId
-from streamclaim_spark.core.model import RefPolicy
+from streamclaim_spark.core.model import RefPolicy, Removal
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.state.columns import id_at_most, stored_id, stored_id_columns
+from streamclaim_spark.state.columns import id_at_most, id_range_aggregates, stored_id, stored_id_columns
+from streamclaim_spark.state.delta_txn import supports_transactions
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -60,10 +61,13 @@ def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_
     """
     _check_id_column(ids, id_column)
 
+    if supports_transactions(runner.session()):
+        return _acknowledge_in_one_pass(runner, key, group, ids, id_column)
+
     def decide(ctx: Context) -> BulkAck:
         head = group_or_nogroup(ctx, key, group)
-        # Pinned once: the count and both of the MERGE's passes read these rows, and a pinned source
-        # needs no copy by Delta (1M IDs: 10.6 s -> 8.3 s warm, docs/BENCHMARKS.md "Levers").
+        # Spark Connect: a MERGE. Pinned once: the count and both of the MERGE's passes read these rows,
+        # and a pinned source needs no copy by Delta (1M IDs: 10.6 s -> 8.3 s warm, docs/BENCHMARKS.md "Levers").
         pending = _pending_named(ctx, key, group, ids, id_column).select(*MATCH_KEYS).localCheckpoint(eager=True)
         count = int(pending.count())
         if count:
@@ -74,6 +78,39 @@ def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_
 
     result = runner.transact("BULK ACK", decide)
     return replace(result, version=runner.last_commit_version if result.count else None)
+
+
+def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFrame | None, id_column: str) -> BulkAck:
+    """``acknowledge`` as one transaction of files: each PEL file the IDs' range reaches is rewritten
+    once without the named rows, and the count is the files' rows less the rows written back; no
+    query joins the IDs with the PEL before the commit (file_commit.py)."""
+    wanted = _wanted_ids(ids, id_column) if ids is not None else None
+    low, high = _id_range(wanted) if wanted is not None else (None, None)
+    removals: list[Removal] = []
+
+    def decide(ctx: Context) -> None:
+        head = group_or_nogroup(ctx, key, group)
+        if wanted is not None and low is None:
+            return  # no ID parses: nothing is pending under them
+        partition = group_partition(key, group)
+        rows = None if wanted is None else wanted.select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)
+        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high)
+        removals[:] = [removal]
+        ctx.plan.add_removal(removal)
+        put_group(ctx, head, head)
+
+    runner.transact("BULK ACK", decide)
+    count = removals[0].removed if removals else 0
+    return BulkAck(count or 0, runner.last_commit_version if count else None)
+
+
+def _id_range(wanted: DataFrame) -> tuple[StreamId | None, StreamId | None]:
+    """The lowest and highest of the IDs ``wanted`` names (one aggregate), or Nones when it names none."""
+    row = wanted.where(F.col(C.ID_MS).isNotNull()).agg(*id_range_aggregates()).first()
+    assert row is not None
+    if row["lo"] is None:
+        return None, None
+    return stored_id(row["lo"]), stored_id(row["hi"])
 
 
 def acknowledge_and_delete(
@@ -183,6 +220,10 @@ def _pending_named(ctx: Context, key: str, group: str, ids: DataFrame | None, id
     pending = ctx.snapshot.pending_frame(key, group)
     if ids is None:
         return pending
+    return pending.join(_wanted_ids(ids, id_column), [C.ID_MS, C.ID_SEQ], "left_semi")
+
+
+def _wanted_ids(ids: DataFrame, id_column: str) -> DataFrame:
+    """``ids``' IDs (Redis text) as stored (``id_ms``, ``id_seq``); text that is no ID gives nulls."""
     ms, seq = stored_id_columns(F.col(id_column).cast(StringType()))
-    wanted = ids.select(ms.alias(C.ID_MS), seq.alias(C.ID_SEQ))
-    return pending.join(wanted, [C.ID_MS, C.ID_SEQ], "left_semi")
+    return ids.select(ms.alias(C.ID_MS), seq.alias(C.ID_SEQ))

@@ -18,7 +18,6 @@ from streamclaim_spark.core.ids import MAX_ID, StreamId
 from streamclaim_spark.core.model import Need, StreamMeta
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_stream_head
 from streamclaim_spark.errors import InvalidArgumentError, ReplyError
 from streamclaim_spark.state.frames import json_frame
@@ -146,8 +145,9 @@ def _decide(ctx: Context, ordered: DataFrame, key: str | None, stream_column: st
     ranges: dict[str, tuple[int, StreamId, StreamId]] = {}
     for name in sorted(counts):
         ranges[name] = _place(ctx, name, sorted(counts[name]), offsets)
-    ctx.plan.add_frame(source_frame(_entry_rows(ctx, ordered, offsets)), stream_partition(sorted(counts)[0]))
-    ctx.plan.partitions.update(stream_partition(name) for name in counts)
+    # The IDs follow each stream's last ID: no entry has them yet, so the rows are appended.
+    rows = _entry_rows(ctx, ordered, offsets, key)
+    ctx.plan.add_append(rows, *(stream_partition(name) for name in sorted(counts)), ordered=key is not None)
     total = sum(count for count, _, _ in ranges.values())
     if key is not None:
         _, first, last = ranges[key]
@@ -211,13 +211,25 @@ def _place(
     return total, first, last
 
 
-def _entry_rows(ctx: Context, ordered: DataFrame, offsets: list[dict[str, object]]) -> DataFrame:
-    """The entry rows: each input partition's rows numbered in order from its first sequence number."""
-    position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
+def _entry_rows(ctx: Context, ordered: DataFrame, offsets: list[dict[str, object]], key: str | None) -> DataFrame:
+    """The entry rows: each input partition's rows numbered in order from its first sequence number.
+
+    For one stream (``key``) a row's number within its input partition is the lower bits of its
+    ``monotonically_increasing_id`` (the row's index there), so the rows are numbered where they lie,
+    already in ID order, with no shuffle or sort; its partition is a literal, so the write needs no sort
+    by bucket either (docs/BENCHMARKS.md, "Appends as appends"). Rows of several streams share input
+    partitions, so there a window numbers each stream's rows.
+    """
+    if key is not None:
+        position = F.col(_ORDER) - F.shiftleft(F.col(_PART), 33)
+        partition, stream = F.lit(stream_partition(key)), F.lit(key)
+    else:
+        position = F.row_number().over(Window.partitionBy(_STREAM, _PART).orderBy(_ORDER)) - 1
+        partition, stream = F.col(C.PARTITION_ID), F.col(_STREAM)
     return ordered.join(F.broadcast(json_frame(ctx.snapshot.spark, offsets, _OFFSETS)), [_STREAM, _PART]).select(
-        F.col(C.PARTITION_ID),
+        partition.alias(C.PARTITION_ID),
         F.lit(C.KIND_ENTRY).alias(C.ROW_KIND),
-        F.col(_STREAM).alias(C.STREAM),
+        stream.alias(C.STREAM),
         F.col(C.ID_MS),
         (F.col(_FIRST_SEQ) + position).alias(C.ID_SEQ),
         F.col(C.FIELDS),

@@ -15,9 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.ids import MAX_ID, StreamId
+from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.lag import entries_read_after_delivery, estimate_entries_read, range_has_tombstones
-from streamclaim_spark.core.model import Need
+from streamclaim_spark.core.model import Need, StreamMeta
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_frame
@@ -57,12 +57,9 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
         entries = ctx.snapshot.partition(stream_partition(key), C.KIND_ENTRY).where(id_at_least(head.last_id.incr()))
         if count is not None:
             entries = entries.orderBy(C.ID_MS, C.ID_SEQ).limit(count)
-        bounds = entries.agg(*id_range_aggregates()).first()
-        assert bounds is not None
-        delivered = int(bounds["n"])
+        delivered, first, last = _range_delivered(stream, head.last_id, entries, whole=count is None)
         if delivered == 0:
             return BulkDelivery(0, None, None, None)
-        first, last = stored_id(bounds["lo"]), stored_id(bounds["hi"])
         rows = entries.select(
             F.lit(group_partition(key, group)).alias(C.PARTITION_ID),
             F.lit(C.KIND_PENDING).alias(C.ROW_KIND),
@@ -75,11 +72,29 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
             F.lit(1).cast(LongType()).alias(C.DELIVERY_COUNT),
             F.lit(ctx.txn).alias(C.TXN),
         )
-        ctx.plan.add_frame(source_frame(rows), group_partition(key, group))
+        beyond = ctx.snapshot.pending_frame(key, group).where(id_at_least(first))
+        _add_pending_rows(ctx, rows, beyond, [group_partition(key, group)])
         return _advance(ctx, key, group, consumer, delivered, first, last)
 
     result = runner.transact("BULK DELIVER", decide)
     return replace(result, version=runner.last_commit_version)
+
+
+def _range_delivered(
+    stream: StreamMeta, cursor: StreamId, entries: DataFrame, whole: bool
+) -> tuple[int, StreamId, StreamId]:
+    """How many of ``entries`` (the stream's entries after ``cursor``) are delivered, and the first and
+    last of their IDs. When every entry of the stream lies after the cursor and all are delivered, the
+    stream head says it (its length, first and last IDs, kept exact by every writer); otherwise one
+    aggregate over the entries does."""
+    if whole and stream.length > 0 and cursor < stream.first_id:
+        return stream.length, stream.first_id, stream.last_id
+    bounds = entries.agg(*id_range_aggregates()).first()
+    assert bounds is not None
+    delivered = int(bounds["n"])
+    if delivered == 0:
+        return 0, ZERO_ID, ZERO_ID
+    return delivered, stored_id(bounds["lo"]), stored_id(bounds["hi"])
 
 
 def _advance(
@@ -180,14 +195,50 @@ def plan_deliveries(
     if not bounds:
         return results
     rows = _pending_rows(ctx, delivered)
-    first_key = targets[int(bounds[0][_TARGET])]
-    ctx.plan.add_frame(source_frame(rows), group_partition(first_key[0], first_key[1]))
+    _add_pending_rows(ctx, rows, _pending_after_cursors(ctx, records, lowest), _group_partitions(records))
     for bound in bounds:
         position = int(bound[_TARGET])
         key, group, consumer = targets[position]
         first, last = stored_id(bound["lo"]), stored_id(bound["hi"])
         results[position] = _advance(ctx, key, group, consumer, int(bound["n"]), first, last)
     return results
+
+
+def _add_pending_rows(ctx: Context, rows: DataFrame, beyond: DataFrame, partitions: Sequence[str]) -> None:
+    """Adds the delivered entries' PEL rows to the plan: appended when no PEL row of their groups lies
+    after the cursors (``beyond`` is empty: nothing can match them), else merged, so that a row already
+    there is overwritten as Redis overwrites a NACK it delivers again (after XGROUP SETID moved the
+    cursor back, or XCLAIM FORCE claimed ahead of it).
+
+    ``beyond`` is read with the ID bound as a literal, so Delta skips by statistics every PEL file that
+    lies before the cursors: in the usual case no file at all is read.
+    """
+    if beyond.limit(1).count() == 0:
+        ctx.plan.add_append(rows, *partitions)
+    else:
+        ctx.plan.add_frame(source_frame(rows), *partitions)
+
+
+def _group_partitions(records: Sequence[Mapping[str, object]]) -> list[str]:
+    return sorted({str(record[C.PARTITION_ID]) for record in records})
+
+
+def _pending_after_cursors(ctx: Context, records: list[dict[str, object]], lowest: StreamId) -> DataFrame:
+    """The targets' groups' PEL rows after their group's cursor (normally none)."""
+    cursors = json_frame(ctx.snapshot.spark, records, _TARGETS).select(C.PARTITION_ID, C.LAST_MS, C.LAST_SEQ)
+    pending = (
+        ctx.snapshot.frame()
+        .where(
+            pruned_to(_group_partitions(records), kinds=[C.KIND_PENDING])
+            & (F.col(C.ROW_KIND) == C.KIND_PENDING)
+            & id_at_least(lowest)  # the first ID after the lowest cursor
+        )
+        .select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
+    )
+    after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
+        (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
+    )
+    return pending.join(F.broadcast(cursors), C.PARTITION_ID).where(after_cursor)
 
 
 def _cursors(

@@ -1,0 +1,219 @@
+"""Bulk appends, deliveries and acknowledgements committed as files, not MERGEs (issue 45).
+
+Each budget is read from the commit's own log entry (the files it added and removed, with Delta's row
+counts), never timed. The races are made deterministic: another client's commit is run at the exact
+point (before the transaction reads, or after it read and before it commits) where it must make the
+attempt lose and re-run.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.partitions import APART_PREFIX
+from streamclaim_spark.engine import transaction
+from streamclaim_spark.state import delta_txn
+from streamclaim_spark.state.delta_io import latest_version
+from streamclaim_spark.state.tables import table_path
+from tests.clock import ManualClock
+from tests.spark.pel import duplicates, pel_rows
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+ROWS_PER_FILE = 1_000
+ENTRIES = 10_000
+
+
+@pytest.fixture(scope="module")
+def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
+    """Stream ``s`` of 10,000 entries in files of 1,000 rows, all pending in group ``g`` (consumer ``dead``)."""
+    path = str(tmp_path_factory.mktemp("file-commits") / "store")
+    store = StreamStore.open(path, spark=spark, clock=ManualClock(T0), rows_per_file=ROWS_PER_FILE)
+    store.append("s", spark.range(ENTRIES).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    assert store.deliver("s", "g", "dead").count == ENTRIES
+    return store
+
+
+def log_entry(store: StreamStore, version: int) -> dict[str, Any]:
+    """Commit ``version``'s actions: its commitInfo, and the files it added and removed (bucket, rows)."""
+    log = Path(table_path(store.path, C.STATE_TABLE_DIR)) / "_delta_log" / f"{version:020d}.json"
+    entry: dict[str, Any] = {"added": [], "removed": []}
+    for line in log.read_text().splitlines():
+        action = json.loads(line)
+        if "commitInfo" in action:
+            entry["info"] = action["commitInfo"]
+        for kind, key in (("add", "added"), ("remove", "removed")):
+            if kind in action:
+                stats = json.loads(action[kind].get("stats") or "{}")
+                entry[key].append((action[kind]["partitionValues"][C.BUCKET], stats, action[kind]["path"]))
+    return entry
+
+
+def state_version(store: StreamStore) -> int:
+    return latest_version(store.spark, table_path(store.path, C.STATE_TABLE_DIR))
+
+
+def test_a_bulk_append_writes_new_files_and_rewrites_only_the_stream_heads_file(
+    store: StreamStore, spark: SparkSession
+) -> None:
+    appended = store.append("s", spark.range(2_500).selectExpr("id + 10000 AS n"))
+
+    assert appended.version is not None
+    entry = log_entry(store, appended.version)
+    assert entry["info"]["operation"] == "WRITE"
+    assert entry["info"]["userMetadata"].startswith("BULK APPEND ")
+    # The only file removed is the one holding the stream head: no entry was read or copied.
+    assert [bucket[0] for bucket, _, _ in entry["removed"]] == [APART_PREFIX]
+    entry_files = [stats for bucket, stats, _ in entry["added"] if not bucket.startswith(APART_PREFIX)]
+    assert sum(stats["numRecords"] for stats in entry_files) == 2_500
+    assert all(stats["numRecords"] <= ROWS_PER_FILE for stats in entry_files)
+    # Capped files of consecutive IDs, in ID order: reads by ID range skip them by their statistics.
+    ranges = sorted((stats["minValues"][C.ID_SEQ], stats["maxValues"][C.ID_SEQ]) for stats in entry_files)
+    assert all(high < next_low for (_, high), (next_low, _) in itertools.pairwise(ranges))
+    assert store.execute("XLEN", "s") == ENTRIES + 2_500
+    last = store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1")[0]
+    assert last == [str(appended.last_id), ["n", "12499"]]
+
+
+def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
+    store: StreamStore, spark: SparkSession
+) -> None:
+    before = store.execute("XPENDING", "s", "g")[0]
+    pending = [row.id for row in pel_rows(store, "s", "g")]
+    # 5 pending IDs of one file, one named twice, and text that is no ID (ignored, as XACK ignores it;
+    # an ID outside the file's range would widen the range read, so IDs not pending are the next test's).
+    named = [*pending[3_010:3_015], "not-an-id", pending[3_010]]
+
+    acked = store.acknowledge("s", "g", spark.createDataFrame([(i,) for i in named], "id string"))
+
+    assert acked.count == 5
+    assert acked.version is not None
+    entry = log_entry(store, acked.version)
+    pel_removed = [stats["numRecords"] for bucket, stats, _ in entry["removed"] if bucket.startswith("g")]
+    pel_added = [stats["numRecords"] for bucket, stats, _ in entry["added"] if bucket.startswith("g")]
+    assert (pel_removed, pel_added) == ([ROWS_PER_FILE], [ROWS_PER_FILE - 5])
+    assert store.execute("XPENDING", "s", "g")[0] == before - 5
+    assert [row.id for row in pel_rows(store, "s", "g")] == [i for i in pending if i not in named]
+
+
+def test_an_acknowledgement_of_ids_not_pending_commits_nothing(store: StreamStore, spark: SparkSession) -> None:
+    version = state_version(store)
+
+    acked = store.acknowledge("s", "g", spark.createDataFrame([("0-1",), ("1-1",)], "id string"))
+
+    assert (acked.count, acked.version) == (0, None)
+    assert state_version(store) == version
+
+
+def test_a_delivery_after_setid_moved_the_cursor_back_overwrites_pending_rows_as_redis_does(
+    store: StreamStore, spark: SparkSession
+) -> None:
+    store.append("r", spark.range(4).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "r", "g", "0")
+    store.deliver("r", "g", "a")
+    store.execute("XGROUP", "SETID", "r", "g", "0")
+
+    redelivered = store.deliver("r", "g", "b")
+
+    # Redis moves the NACK to the new consumer and restarts its count; it never adds a second one.
+    assert redelivered.count == 4
+    rows = pel_rows(store, "r", "g")
+    assert duplicates([row.id for row in rows]) == {}
+    assert [(row.owner, row.delivery_count) for row in rows] == [("b", 1)] * 4
+    assert store.execute("XPENDING", "r", "g")[3] == [["b", "4"]]
+
+
+def run_in_another_thread(action: Callable[[], Any]) -> None:
+    """Runs ``action`` as another client (a thread of its own, so a session of its own) and waits."""
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            action()
+        except BaseException as error:  # reported to the test below
+            failures.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    assert not failures, failures
+
+
+@pytest.fixture
+def once_before(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Any, str, Callable[[], Any]], None]]:
+    """Patches ``owner.name`` so that its first call first runs ``action`` in another thread."""
+
+    def patch(owner: Any, name: str, action: Callable[[], Any]) -> None:
+        original = getattr(owner, name)
+        calls: list[int] = []
+
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            if not calls:
+                calls.append(1)
+                run_in_another_thread(action)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, patched)
+
+    yield patch
+
+
+def test_an_append_whose_stream_moved_after_its_decision_loses_to_the_guard_and_runs_again(
+    store: StreamStore, spark: SparkSession, once_before: Callable[[Any, str, Callable[[], Any]], None]
+) -> None:
+    store.append("race", spark.range(3).selectExpr("id AS n"))
+    once_before(transaction, "commit_files", lambda: store.execute("XADD", "race", "*", "n", "other"))
+
+    appended = store.append("race", spark.range(5).selectExpr("id + 100 AS n"))
+
+    assert store.last_attempts == 2
+    ids = [entry[0] for entry in store.execute("XRANGE", "race", "-", "+")]
+    assert len(ids) == 9 and ids == sorted(ids, key=lambda i: tuple(map(int, i.split("-"))))
+    # The re-run placed its entries after the other client's: none was overwritten or given twice.
+    assert ids[-5:] == [str(StreamId(appended.first_id.ms, appended.first_id.seq + n)) for n in range(5)]
+    assert store.execute("XRANGE", "race", ids[3], ids[3])[0][1] == ["n", "other"]
+
+
+def test_an_append_that_loses_delta_s_conflict_check_at_commit_runs_again(
+    store: StreamStore, spark: SparkSession, once_before: Callable[[Any, str, Callable[[], Any]], None]
+) -> None:
+    store.append("late", spark.range(3).selectExpr("id AS n"))
+    once_before(delta_txn.DeltaTransaction, "commit", lambda: store.execute("XADD", "late", "*", "n", "other"))
+
+    store.append("late", spark.range(5).selectExpr("id + 100 AS n"))
+
+    assert store.last_attempts == 2
+    fields = [entry[1][1] for entry in store.execute("XRANGE", "late", "-", "+")]
+    assert fields == ["0", "1", "2", "other", "100", "101", "102", "103", "104"]
+    assert store.execute("XLEN", "late") == 9
+
+
+def test_racing_acknowledgements_of_the_same_ids_count_each_id_once(
+    store: StreamStore, spark: SparkSession, once_before: Callable[[Any, str, Callable[[], Any]], None]
+) -> None:
+    pending = [row.id for row in pel_rows(store, "s", "g")][:20]
+    ids = spark.createDataFrame([(i,) for i in pending], "id string")
+    counts: list[int] = []
+    once_before(
+        delta_txn.DeltaTransaction, "commit", lambda: counts.append(store.acknowledge("s", "g", ids.limit(10)).count)
+    )
+
+    acked = store.acknowledge("s", "g", ids)
+
+    assert store.last_attempts == 2
+    assert (counts, acked.count) == ([10], 10)
+    remaining = {row.id for row in pel_rows(store, "s", "g")}
+    assert not remaining & set(pending)

@@ -39,6 +39,7 @@ from streamclaim_spark.state.delta_txn import (
     TXN_APP_ID,
     TXN_VERSION,
     DeltaTransaction,
+    active_session,
     file_name,
     row_count,
     supports_transactions,
@@ -71,6 +72,11 @@ def commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: st
     """Commits ``plan`` (``commits_as_files`` holds) as one Delta transaction; returns its version, or None
     when the plan only removes rows and none of them existed (nothing is committed, as XACK of IDs
     that are not pending changes nothing)."""
+    with active_session(spark):
+        return _commit_files(spark, table_path, plan, operation, rows_per_file)
+
+
+def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
     apply_settings(spark, commit_settings(operation, small=False, rows_per_file=rows_per_file))
     txn = DeltaTransaction(spark, table_path)
     writer = _idempotent_writer(spark)

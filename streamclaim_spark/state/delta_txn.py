@@ -10,9 +10,10 @@ conflict check treats it exactly as it treats a MERGE that read the same buckets
 
 from __future__ import annotations
 
+import contextlib
 import posixpath
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -30,12 +31,30 @@ def supports_transactions(spark: SparkSession) -> bool:
     return not is_connect(spark)
 
 
+@contextlib.contextmanager
+def active_session(spark: SparkSession) -> Iterator[None]:
+    """Makes ``spark`` the JVM thread's active session while a transaction runs, then puts back the one
+    before: Delta reads settings (the commit's user metadata among them) from the active session, and
+    a caller's later queries in this thread resolve names (its registered data sources) through it."""
+    jvm = spark._jvm
+    assert jvm is not None, "a Delta transaction needs a classic session"
+    before = jvm.SparkSession.getActiveSession()
+    jvm.SparkSession.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if before.isDefined():
+            jvm.SparkSession.setActiveSession(before.get())
+        else:
+            jvm.SparkSession.clearActiveSession()
+
+
 class DeltaTransaction:
     """A Delta transaction on the table at ``path``, started at its newest version.
 
-    Use: ``files_in`` (the files that may hold some rows, recorded as read), ``read_files`` (their rows),
-    ``write`` (rows as new data files),
-    ``commit`` (the new files plus the removal of files read, as one Delta WRITE). Nothing is visible
+    Run it inside ``active_session``. Use: ``files_in`` (the files that may hold some rows, recorded as
+    read), ``read_files`` (their rows), ``write`` (rows as new data files), ``commit`` (the new files
+    plus the removal of files read, as one Delta WRITE). Nothing is visible
     until ``commit``; a transaction that is never committed leaves only unreferenced files, which VACUUM
     removes. A concurrent commit that changed what was read makes ``commit`` raise Delta's conflict
     exception (``conflicts.is_lost_race`` recognises it).
@@ -47,8 +66,6 @@ class DeltaTransaction:
         jvm = spark._jvm
         assert jvm is not None, "DeltaTransaction needs a classic session"
         self._jvm = jvm
-        # Delta reads settings (the commit's user metadata among them) from the JVM's active session.
-        jvm.SparkSession.setActiveSession(spark._jsparkSession)
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
         self._txn = delta_log.startTransaction()
 

@@ -217,3 +217,17 @@ def test_racing_acknowledgements_of_the_same_ids_count_each_id_once(
     assert (counts, acked.count) == ([10], 10)
     remaining = {row.id for row in pel_rows(store, "s", "g")}
     assert not remaining & set(pending)
+
+
+def test_a_commit_of_files_leaves_the_callers_active_session_as_it_was(store: StreamStore, spark: SparkSession) -> None:
+    # The transaction makes its own session active while it runs; left so, the caller's next query in
+    # this thread would resolve names (a registered data source, a temporary view) in the wrong session.
+    jvm = spark._jvm
+    assert jvm is not None
+    before = jvm.SparkSession.getActiveSession()
+
+    store.append("active", spark.range(3).selectExpr("id AS n"))
+
+    after = jvm.SparkSession.getActiveSession()
+    assert after.isDefined() == before.isDefined()
+    assert not before.isDefined() or after.get().equals(before.get())

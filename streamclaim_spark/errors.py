@@ -144,11 +144,6 @@ class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
         return self.__cause__
 
 
-class StaleSnapshotError(StreamclaimError, RuntimeError):
-    """A head the command decided on changed before its commit (the guard, checked outside a MERGE):
-    a lost race, so the command re-runs on a fresh snapshot."""
-
-
 class StoreChangedError(StreamclaimError, RuntimeError):
     """Another writer changed an imported stream in the store while the import read Redis."""
 

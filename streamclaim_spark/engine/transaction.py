@@ -87,11 +87,6 @@ class InPlaceUpdate:
     assignments: dict[str, Column]
 
 
-def stale_snapshot_error() -> Column:
-    """The guard's abort as a Column: a lost race that ``is_lost_race`` recognises."""
-    return F.raise_error(F.lit(STALE_SNAPSHOT_MARKER))
-
-
 def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int | None:
     """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE; for appended or
     removed rows, one transaction of files); returns its version, None when a removal found nothing.

@@ -16,9 +16,10 @@ from delta.exceptions import (
     MetadataChangedException,
     ProtocolChangedException,
 )
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
-
-from streamclaim_spark.errors import StaleSnapshotError
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 # Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
 STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
@@ -35,9 +36,15 @@ CONFLICT_EXCEPTIONS: tuple[type[BaseException], ...] = (
 )
 
 
+def stale_snapshot_error() -> Column:
+    """The guard's abort as a Column (in a MERGE clause, an UPDATE, a commit's rewritten rows): a lost
+    race that ``is_lost_race`` recognises."""
+    return F.raise_error(F.lit(STALE_SNAPSHOT_MARKER))
+
+
 def is_lost_race(error: BaseException) -> bool:
-    """True for a Delta conflict or a stale-snapshot guard abort (in a MERGE or before a transaction's
-    commit): the command should re-run."""
-    if isinstance(error, (*CONFLICT_EXCEPTIONS, StaleSnapshotError)):
+    """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
+    if isinstance(error, CONFLICT_EXCEPTIONS):
         return True
-    return isinstance(error, PySparkException) and STALE_SNAPSHOT_MARKER in str(error)
+    # A guard's abort inside a write of files that pyspark does not convert (a py4j call's job failure).
+    return isinstance(error, PySparkException | Py4JJavaError) and STALE_SNAPSHOT_MARKER in str(error)

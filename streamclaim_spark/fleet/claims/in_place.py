@@ -22,7 +22,7 @@ from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
-from streamclaim_spark.engine.transaction import InPlaceUpdate, commit_metrics, stale_snapshot_error
+from streamclaim_spark.engine.transaction import InPlaceUpdate, commit_metrics
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.owners import Pair
@@ -37,6 +37,7 @@ from streamclaim_spark.fleet.claims.selection import (
     stale_condition,
     stream_entries,
 )
+from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.schema import in_partitions, kind_in
 
 if TYPE_CHECKING:

@@ -69,8 +69,17 @@ def state_version(store: StreamStore) -> int:
 def test_a_bulk_append_writes_new_files_and_rewrites_only_the_stream_heads_file(
     store: StreamStore, spark: SparkSession
 ) -> None:
+    jvm = spark._jvm
+    assert jvm is not None
+    active_before = jvm.SparkSession.getActiveSession()
+
     appended = store.append("s", spark.range(2_500).selectExpr("id + 10000 AS n"))
 
+    # The transaction made its own session active while it ran and put the caller's back: left so,
+    # the caller's next query in this thread would resolve names (a data source) in the wrong session.
+    active_after = jvm.SparkSession.getActiveSession()
+    assert active_after.isDefined() == active_before.isDefined()
+    assert not active_before.isDefined() or active_after.get().equals(active_before.get())
     assert appended.version is not None
     entry = log_entry(store, appended.version)
     assert entry["info"]["operation"] == "WRITE"
@@ -107,14 +116,10 @@ def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
     assert (pel_removed, pel_added) == ([ROWS_PER_FILE], [ROWS_PER_FILE - 5])
     assert store.execute("XPENDING", "s", "g")[0] == before - 5
     assert [row.id for row in pel_rows(store, "s", "g")] == [i for i in pending if i not in named]
-
-
-def test_an_acknowledgement_of_ids_not_pending_commits_nothing(store: StreamStore, spark: SparkSession) -> None:
+    # The same IDs again, none pending now: nothing is committed, as XACK of them changes nothing.
     version = state_version(store)
-
-    acked = store.acknowledge("s", "g", spark.createDataFrame([("0-1",), ("1-1",)], "id string"))
-
-    assert (acked.count, acked.version) == (0, None)
+    again = store.acknowledge("s", "g", spark.createDataFrame([(i,) for i in named], "id string"))
+    assert (again.count, again.version) == (0, None)
     assert state_version(store) == version
 
 
@@ -217,17 +222,3 @@ def test_racing_acknowledgements_of_the_same_ids_count_each_id_once(
     assert (counts, acked.count) == ([10], 10)
     remaining = {row.id for row in pel_rows(store, "s", "g")}
     assert not remaining & set(pending)
-
-
-def test_a_commit_of_files_leaves_the_callers_active_session_as_it_was(store: StreamStore, spark: SparkSession) -> None:
-    # The transaction makes its own session active while it runs; left so, the caller's next query in
-    # this thread would resolve names (a registered data source, a temporary view) in the wrong session.
-    jvm = spark._jvm
-    assert jvm is not None
-    before = jvm.SparkSession.getActiveSession()
-
-    store.append("active", spark.range(3).selectExpr("id AS n"))
-
-    after = jvm.SparkSession.getActiveSession()
-    assert after.isDefined() == before.isDefined()
-    assert not before.isDefined() or after.get().equals(before.get())

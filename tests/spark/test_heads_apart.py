@@ -19,7 +19,7 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.cli import recover
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config_loader import load_config
-from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition
+from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition, stream_partition
 from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.state.delta_io import latest_version
@@ -57,11 +57,14 @@ def test_xgroup_create_on_a_stream_of_100000_entries_copies_no_entry(big: Stream
     assert big.execute("XGROUP", "CREATE", "big", "late", "$") == "OK"
 
     metrics = last_commit(big)
-    assert (metrics["numTargetRowsCopied"], metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (
-        0,
+    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (
         1,  # the stream head (its group names)
         1,  # the group head
     )
+    # What it copies are other heads in the stream head's file (the fleet's, which bulk commits of
+    # files rewrite together with it), never an entry: the bucket holds a handful of small rows.
+    small_rows = big.snapshot().frame().where(F.col(C.BUCKET) == bucket_of(stream_partition("big"), C.KIND_STREAM))
+    assert metrics["numTargetRowsCopied"] < small_rows.count() <= FLEET + 1
 
 
 def test_adding_a_consumer_to_a_group_with_100000_pending_entries_copies_no_pel_row(big: StreamStore) -> None:

@@ -61,8 +61,8 @@ class BatchSnapshot(BatchReads):
 
     def apply(self, plan: Plan) -> None:
         """Plays one command's plan into the batch, as its commit would change the table."""
-        if plan.update is not None or plan.appends:
-            raise BatchPlanError("a bulk append or in-place update cannot run inside a batch of commands")
+        if plan.update is not None or plan.appends or plan.removals:
+            raise BatchPlanError("a bulk append, removal or in-place update cannot run inside a batch of commands")
         writes = list(plan.writes)
         for frame in plan.frames:
             writes.extend(frame_deletes(frame))

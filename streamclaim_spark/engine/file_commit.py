@@ -204,10 +204,6 @@ def removal_deletes(removal: Removal) -> DataFrame:
     return source_frame_for_deletes(keys)
 
 
-def _bucket_filter(buckets: Sequence[str]) -> Column:
-    return F.col(C.BUCKET).isin(*buckets)
-
-
 _GUARD, _EXPECT, _FOUND = "_guard", "_expect", "_found"
 _KEYS = StructType(
     [

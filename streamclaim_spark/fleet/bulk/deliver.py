@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -235,10 +235,14 @@ def _pending_after_cursors(ctx: Context, records: list[dict[str, object]], lowes
         )
         .select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
     )
-    after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
+    return pending.join(F.broadcast(cursors), C.PARTITION_ID).where(_after_cursor())
+
+
+def _after_cursor() -> Column:
+    """A row's ID (``id_ms``, ``id_seq``) lies after its target's cursor (``last_ms``, ``last_seq``)."""
+    return (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
         (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
     )
-    return pending.join(F.broadcast(cursors), C.PARTITION_ID).where(after_cursor)
 
 
 def _cursors(
@@ -293,16 +297,13 @@ def _delivered(
         )
         .select(C.STREAM, C.ID_MS, C.ID_SEQ)
     )
-    after_cursor = (F.col(C.ID_MS) > F.col(C.LAST_MS)) | (
-        (F.col(C.ID_MS) == F.col(C.LAST_MS)) & (F.col(C.ID_SEQ) > F.col(C.LAST_SEQ))
-    )
     within_until = (
         F.col(_UNTIL_MS).isNull()
         | (F.col(C.ID_MS) < F.col(_UNTIL_MS))
         | ((F.col(C.ID_MS) == F.col(_UNTIL_MS)) & (F.col(C.ID_SEQ) <= F.col(_UNTIL_SEQ)))
     )
     delivered = entries.join(F.broadcast(json_frame(ctx.snapshot.spark, records, _TARGETS)), C.STREAM).where(
-        after_cursor & within_until
+        _after_cursor() & within_until
     )
     if count is not None:
         rank = F.row_number().over(Window.partitionBy(_TARGET).orderBy(C.ID_MS, C.ID_SEQ))

@@ -33,7 +33,12 @@ from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.columns import id_between
-from streamclaim_spark.state.commit_settings import apply_settings, commit_settings
+from streamclaim_spark.state.commit_settings import (
+    AUTO_COMPACT,
+    apply_settings,
+    commit_settings,
+    small_file_bytes,
+)
 from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.delta_txn import (
     TXN_APP_ID,
@@ -45,6 +50,7 @@ from streamclaim_spark.state.delta_txn import (
 )
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions
+from streamclaim_spark.state.small_files import record_commit, worth_compacting
 
 # The order rows are written in, unless their producer already gives them so: each file then covers
 # one bucket's rows by partition, kind and ID, and reads by ID range skip files by their statistics.
@@ -103,7 +109,14 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         added.extend(written)
     if _changes_nothing(plan):
         return None  # the files written are referenced by no commit; VACUUM removes them
-    return txn.commit(added, [*head_files, *rewritten], writer)
+    removed = [*head_files, *rewritten]
+    below = small_file_bytes(rows_per_file) if rows_per_file else 0
+    if below and not worth_compacting(txn, table_path, added, removed, below):
+        apply_settings(spark, {AUTO_COMPACT: "false"})  # state/small_files.py: Delta's check would find nothing
+    version = txn.commit(added, removed, writer)
+    if below:
+        record_commit(txn, table_path, version, added, removed, below)
+    return version
 
 
 def _changes_nothing(plan: Plan) -> bool:

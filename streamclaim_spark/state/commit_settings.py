@@ -10,6 +10,12 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+# Whether Delta's auto compaction runs after a commit; set by a commit of files (engine/file_commit),
+# which knows whether it is worth checking, and unset (the table's property decides) by every other.
+AUTO_COMPACT = "spark.databricks.delta.autoCompact.enabled"
+# How many small files a bucket must hold before auto compaction is worth checking: Delta's own
+# threshold (``autoCompact.minNumFiles``, 50) for a bucket it has compacted before.
+AUTO_COMPACT_MIN_FILES = 50
 
 
 def commit_settings(operation: str, *, small: bool, rows_per_file: int, pinned: bool = False) -> dict[str, str | None]:
@@ -36,6 +42,7 @@ def commit_settings(operation: str, *, small: bool, rows_per_file: int, pinned: 
         "spark.sql.autoBroadcastJoinThreshold": "-1" if small else None,
         "spark.sql.files.maxRecordsPerFile": str(rows_per_file),
         "spark.databricks.delta.autoCompact.minFileSize": small_below,
+        AUTO_COMPACT: None,
     }
 
 

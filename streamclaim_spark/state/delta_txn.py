@@ -87,12 +87,29 @@ class DeltaTransaction:
         """The data files (Delta ``AddFile``s) as of ``read_version`` that may hold rows meeting
         ``condition`` (partition pruning and file statistics), recorded as read: a concurrent commit
         that adds or removes a file of those buckets makes this transaction's commit fail."""
+        files = self._txn.filterFiles(self._filters(condition), True)  # with each file's row count
+        return list(self._java_list(files))
+
+    def small_files(self, buckets: Iterable[str], below: int) -> dict[str, int]:
+        """How many data files smaller than ``below`` bytes each of ``buckets`` holds as of
+        ``read_version``. Not recorded as read: it decides whether compacting is worth a look, and no
+        row of the commit depends on it, so it must not make concurrent writers conflict."""
+        wanted = sorted(set(buckets))
+        counts = dict.fromkeys(wanted, 0)
+        if not wanted:
+            return counts
+        scan = self._txn.snapshot().filesForScan(self._filters(F.col(C.BUCKET).isin(*wanted)), False)
+        for file in self._java_list(scan.files()):
+            if file.size() < below:
+                counts[bucket_of(file)] += 1
+        return counts
+
+    def _filters(self, condition: Column) -> Any:
+        """``condition`` as the Catalyst filters Delta's file pruning takes."""
         analyzed = self._spark.read.format("delta").load(self._path).where(condition)._jdf.queryExecution().analyzed()
         # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
         # given whole prunes nothing (it names a data column too).
-        conjuncts = _conjuncts(analyzed.condition())
-        files = self._txn.filterFiles(self._seq(conjuncts), True)  # with each file's row count
-        return list(self._java_list(files))
+        return self._seq(_conjuncts(analyzed.condition()))
 
     def read_files(self, files: Sequence[Any]) -> DataFrame:
         """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them
@@ -103,8 +120,7 @@ class DeltaTransaction:
             return self.table().where(F.element_at(F.split(F.col(FILE_PATH), "/"), -1).isin(*names)).drop(FILE_PATH)
         by_bucket: dict[str, list[str]] = {}
         for file in files:
-            bucket = str(file.partitionValues().apply(C.BUCKET))
-            by_bucket.setdefault(bucket, []).append(self._absolute(str(file.path())))
+            by_bucket.setdefault(bucket_of(file), []).append(self._absolute(str(file.path())))
         data_schema = StructType([field for field in STATE_SCHEMA.fields if field.name != C.BUCKET])
         frames = [
             self._spark.read.schema(data_schema).parquet(*paths).withColumn(C.BUCKET, F.lit(bucket))
@@ -179,6 +195,11 @@ def _conjuncts(expression: Any) -> list[Any]:
 def row_count(file: Any) -> int:
     """The rows of an ``AddFile``, from the statistics Delta wrote with it."""
     return int(file.numLogicalRecords().get())
+
+
+def bucket_of(file: Any) -> str:
+    """The bucket (partition value) of an ``AddFile``."""
+    return str(file.partitionValues().apply(C.BUCKET))
 
 
 def file_name(path: str) -> str:

@@ -21,9 +21,9 @@ from pyspark.sql import SparkSession
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId
-from streamclaim_spark.core.partitions import APART_PREFIX
-from streamclaim_spark.engine import transaction
-from streamclaim_spark.state import delta_txn
+from streamclaim_spark.core.partitions import APART_PREFIX, bucket_of, stream_partition
+from streamclaim_spark.engine import file_commit, transaction
+from streamclaim_spark.state import commit_settings, delta_txn, small_files
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.tables import table_path
 from tests.clock import ManualClock
@@ -222,3 +222,25 @@ def test_racing_acknowledgements_of_the_same_ids_count_each_id_once(
     assert (counts, acked.count) == ([10], 10)
     remaining = {row.id for row in pel_rows(store, "s", "g")}
     assert not remaining & set(pending)
+
+
+def test_a_commit_of_files_asks_for_auto_compaction_once_a_bucket_it_adds_to_holds_enough_small_files(
+    store: StreamStore, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = {bucket_of(stream_partition(name), C.KIND_ENTRY) for name in ("s", "r", "race", "late")}
+    name = next(f"c{n}" for n in itertools.count() if bucket_of(stream_partition(f"c{n}"), C.KIND_ENTRY) not in taken)
+    store.append(name, spark.range(1).selectExpr("0 AS n"))  # a 1-row file, not small at this store's size
+    # Every file small and three of them enough (50 at the store's real sizes), for our count and Delta's.
+    for module in (commit_settings, file_commit):
+        monkeypatch.setattr(module, "small_file_bytes", lambda rows_per_file: 1 << 30)
+    monkeypatch.setattr(small_files, "AUTO_COMPACT_MIN_FILES", 3)
+
+    first = store.append(name, spark.range(1).selectExpr("1 AS n")).version
+    store.append(name, spark.range(1).selectExpr("2 AS n"))
+
+    # Two small files after the first append: no check. Three after the second: Delta compacts the bucket
+    # right after that commit. Left to itself, Delta would have checked the bucket at its first commit.
+    assert first is not None
+    operations = [log_entry(store, version)["info"]["operation"] for version in range(first, state_version(store) + 1)]
+    assert operations == ["WRITE", "WRITE", "OPTIMIZE"]
+    assert store.execute("XRANGE", name, "-", "+") == [[f"{T0}-{seq}", ["n", str(seq)]] for seq in range(3)]

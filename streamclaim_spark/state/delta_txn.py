@@ -120,7 +120,7 @@ class DeltaTransaction:
             return self.table().where(F.element_at(F.split(F.col(FILE_PATH), "/"), -1).isin(*names)).drop(FILE_PATH)
         by_bucket: dict[str, list[str]] = {}
         for file in files:
-            by_bucket.setdefault(bucket_of(file), []).append(self._absolute(str(file.path())))
+            by_bucket.setdefault(bucket_of(file), []).append(data_file_path(self._path, str(file.path())))
         data_schema = StructType([field for field in STATE_SCHEMA.fields if field.name != C.BUCKET])
         frames = [
             self._spark.read.schema(data_schema).parquet(*paths).withColumn(C.BUCKET, F.lit(bucket))
@@ -130,11 +130,6 @@ class DeltaTransaction:
         for frame in frames[1:]:
             rows = rows.unionByName(frame)
         return rows.select(*(field.name for field in STATE_SCHEMA.fields))
-
-    def _absolute(self, path: str) -> str:
-        if "://" in path or path.startswith("/"):
-            return unquote(path)
-        return self._path.rstrip("/") + "/" + unquote(path)
 
     def write(self, rows: DataFrame) -> list[Any]:
         """Writes ``rows`` (the table's columns) as new data files of this transaction; returns Delta's
@@ -195,6 +190,13 @@ def _conjuncts(expression: Any) -> list[Any]:
 def row_count(file: Any) -> int:
     """The rows of an ``AddFile``, from the statistics Delta wrote with it."""
     return int(file.numLogicalRecords().get())
+
+
+def data_file_path(table_path: str, path: str) -> str:
+    """The location of a data file the log names by ``path`` (relative to the table and URL-encoded)."""
+    if "://" in path or path.startswith("/"):
+        return unquote(path)
+    return table_path.rstrip("/") + "/" + unquote(path)
 
 
 def bucket_of(file: Any) -> str:

@@ -13,8 +13,8 @@ from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need, Scan
-from streamclaim_spark.core.partitions import stream_partition
-from streamclaim_spark.state import file_stats
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.state import file_stats, pending_stats
 from streamclaim_spark.state.columns import id_in, stored_id
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
@@ -158,6 +158,17 @@ def test_auto_compaction_leaves_capped_bulk_files_alone(
     assert len(pel_files) >= 60
 
 
+def counted_from_stats(store: StreamStore) -> dict[str | None, int]:
+    """What XPENDING's summary of ``s``/``g`` counts from file statistics alone (no file opened)."""
+    snapshot = store.snapshot()
+    assert snapshot.version is not None
+    summary = pending_stats.summary_from_stats(
+        store.spark, store.state_path, snapshot.version, "s", group_partition("s", "g")
+    )
+    assert summary is not None
+    return summary.counted
+
+
 def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_stay_id_ordered(
     spark: SparkSession, make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -184,7 +195,9 @@ def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_
     ]
     assert store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1") == [[f"{T0}-999", ["n", "999"]]]
     assert store.execute("XPENDING", "s", "g", "-", "+", "2") == [[f"{T0}-0", "c", 0, 1], [f"{T0}-1", "c", 0, 1]]
-    assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "1000"]]]  # large: two scans
+    # Large: each PEL file (one owner) is counted from Delta's statistics, only the first and last read.
+    assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "1000"]]]
+    assert counted_from_stats(store) == {"c": 800}
 
     # A claim rewrites the first PEL file; written back by one task, it stays one narrow ID range.
     clock.now = T0 + 10_000
@@ -199,6 +212,15 @@ def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_
     )
     assert sum(row["rows"] for row in pel_files) == 1000 and len(pel_files) >= 10
     assert all(row["high"] - row["low"] + 1 == row["rows"] for row in pel_files)
+    # Files of two owners, and one with an XNACKed entry (no owner), are read; the others counted.
+    assert store.execute("XNACK", "s", "g", "FAIL", "IDS", "1", f"{T0}-500") == 1
+    assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "903"], ["d", "96"]]]
+    assert store.snapshot().pending_summary("s", "g") == (1000, StreamId(T0, 0), StreamId(T0, 999), {"c": 903, "d": 96})
+    # Read: the first file (two owners), 100-199 (may hold the smallest ID), 500-599 (XNACKed), the last.
+    assert counted_from_stats(store) == {"c": 600}
+    monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 1 << 40)  # the same, aggregated from the rows
+    assert store.snapshot().pending_summary("s", "g") == (1000, StreamId(T0, 0), StreamId(T0, 999), {"c": 903, "d": 96})
+    monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 0)
 
     # Only 96 and 97 of the first file are still idle: the bound there holds 2 of the 3 rows asked
     # for, so the unbounded read answers.

@@ -160,6 +160,9 @@ class BatchReads(Snapshot):
 
     # --- the table with the batch's writes over it ------------------------------------------------
 
+    def reads_stored_rows(self) -> bool:
+        return not self._changed
+
     def frame(self) -> DataFrame:
         """The pinned table with every row the batch changed replaced (or removed)."""
         base = super().frame()

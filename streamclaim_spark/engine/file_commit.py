@@ -35,6 +35,7 @@ from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.columns import id_between
 from streamclaim_spark.state.commit_settings import (
     AUTO_COMPACT,
+    AUTO_COMPACT_MIN_NUM_FILES,
     apply_settings,
     commit_settings,
     small_file_bytes,
@@ -111,9 +112,15 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         return None  # the files written are referenced by no commit; VACUUM removes them
     removed = [*head_files, *rewritten]
     below = small_file_bytes(rows_per_file) if rows_per_file else 0
-    if below and not worth_compacting(txn, table_path, added, removed, below):
+    compact = bool(below) and worth_compacting(txn, table_path, added, removed, below)
+    skip_check = bool(below) and not compact
+    if skip_check:
         apply_settings(spark, {AUTO_COMPACT: "false"})  # state/small_files.py: Delta's check would find nothing
+    elif compact:
+        apply_settings(spark, {AUTO_COMPACT_MIN_NUM_FILES: "1"})  # the bucket's count decides, not Delta's memory
     version = txn.commit(added, removed, writer)
+    if skip_check:
+        txn.mark_checked(added)  # or the next MERGE into these buckets pays the check skipped here
     if below:
         record_commit(txn, table_path, version, added, removed, below)
     return version

@@ -16,6 +16,10 @@ AUTO_COMPACT = "spark.databricks.delta.autoCompact.enabled"
 # How many small files a bucket must hold before auto compaction is worth checking: Delta's own
 # threshold (``autoCompact.minNumFiles``, 50) for a bucket it has compacted before.
 AUTO_COMPACT_MIN_FILES = 50
+# Delta's own threshold, counted in its per-process memory of the files this process added: a commit of
+# files that found a bucket worth compacting (by the count of the whole bucket) sets it to 1 so that
+# Delta's memory, which may know fewer of the bucket's files, does not overrule that count.
+AUTO_COMPACT_MIN_NUM_FILES = "spark.databricks.delta.autoCompact.minNumFiles"
 
 
 def commit_settings(operation: str, *, small: bool, rows_per_file: int, pinned: bool = False) -> dict[str, str | None]:
@@ -43,6 +47,7 @@ def commit_settings(operation: str, *, small: bool, rows_per_file: int, pinned: 
         "spark.sql.files.maxRecordsPerFile": str(rows_per_file),
         "spark.databricks.delta.autoCompact.minFileSize": small_below,
         AUTO_COMPACT: None,
+        AUTO_COMPACT_MIN_NUM_FILES: None,
     }
 
 

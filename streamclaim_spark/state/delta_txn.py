@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -160,6 +161,27 @@ class DeltaTransaction:
         write = getattr(self._jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
         operation = write(append, none, none, none, none, none, none, none, none)
         return int(self._txn.commit(self._seq(actions), operation))
+
+    def mark_checked(self, files: Iterable[Any]) -> None:
+        """Records in Delta's per-process auto-compaction memory that the buckets of ``files`` (committed
+        ``AddFile``s) were looked at, as its own check records a bucket it compacted: the next commit
+        there checks only once the bucket gathers Delta's threshold of small files, instead of a no-op
+        check at the first commit (a MERGE) after a commit of files that skipped it. A hint only: an
+        unreachable internal (another Delta version) leaves the next commit to check."""
+        partitions = self._jvm.java.util.HashSet()
+        for file in files:
+            partitions.add(file.partitionValues())
+        if partitions.isEmpty():
+            return
+        try:
+            stats = self._jvm.org.apache.spark.sql.delta.stats.AutoCompactPartitionStats.instance(
+                self._spark._jsparkSession
+            )
+            table_id = self._txn.deltaLog().unsafeVolatileTableId()
+            scala_set = self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(partitions).toSet()
+            stats.markPartitionsAsCompacted(table_id, scala_set)
+        except Py4JError:
+            return
 
     def _seq(self, items: Iterable[Any]) -> Any:
         java_list = self._jvm.java.util.ArrayList()

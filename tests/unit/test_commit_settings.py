@@ -25,6 +25,7 @@ def test_a_small_commit_turns_off_what_costs_it_spark_jobs_and_a_bulk_one_keeps_
         "spark.sql.files.maxRecordsPerFile": "100000",
         "spark.databricks.delta.autoCompact.minFileSize": "200000",
         "spark.databricks.delta.autoCompact.enabled": None,
+        "spark.databricks.delta.autoCompact.minNumFiles": None,
     }
     assert bulk == {
         "spark.databricks.delta.commitInfo.userMetadata": "BULK ACK",
@@ -35,4 +36,5 @@ def test_a_small_commit_turns_off_what_costs_it_spark_jobs_and_a_bulk_one_keeps_
         "spark.sql.files.maxRecordsPerFile": "0",
         "spark.databricks.delta.autoCompact.minFileSize": None,
         "spark.databricks.delta.autoCompact.enabled": None,
+        "spark.databricks.delta.autoCompact.minNumFiles": None,
     }

@@ -51,7 +51,7 @@ from streamclaim_spark.state.delta_txn import (
 )
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions
-from streamclaim_spark.state.small_files import record_commit, worth_compacting
+from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
 
 # The order rows are written in, unless their producer already gives them so: each file then covers
 # one bucket's rows by partition, kind and ID, and reads by ID range skip files by their statistics.
@@ -111,18 +111,17 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
     if _changes_nothing(plan):
         return None  # the files written are referenced by no commit; VACUUM removes them
     removed = [*head_files, *rewritten]
-    below = small_file_bytes(rows_per_file) if rows_per_file else 0
-    compact = bool(below) and worth_compacting(txn, table_path, added, removed, below)
-    skip_check = bool(below) and not compact
-    if skip_check:
-        apply_settings(spark, {AUTO_COMPACT: "false"})  # state/small_files.py: Delta's check would find nothing
-    elif compact:
-        apply_settings(spark, {AUTO_COMPACT_MIN_NUM_FILES: "1"})  # the bucket's count decides, not Delta's memory
+    if not rows_per_file:  # no cap, no small-file threshold of ours: Delta decides on compaction alone
+        return txn.commit(added, removed, writer)
+    below = small_file_bytes(rows_per_file)
+    change = small_file_change(added, removed, below)
+    compact = worth_compacting(txn, table_path, change, below)
+    # state/small_files.py: the whole bucket's count decides, not Delta's memory; or Delta's check would find nothing
+    apply_settings(spark, {AUTO_COMPACT_MIN_NUM_FILES: "1"} if compact else {AUTO_COMPACT: "false"})
     version = txn.commit(added, removed, writer)
-    if skip_check:
+    if not compact:
         txn.mark_checked(added)  # or the next MERGE into these buckets pays the check skipped here
-    if below:
-        record_commit(txn, table_path, version, added, removed, below)
+    record_commit(txn, table_path, version, change, below)
     return version
 
 

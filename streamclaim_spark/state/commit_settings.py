@@ -13,9 +13,6 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 # Whether Delta's auto compaction runs after a commit; set by a commit of files (engine/file_commit),
 # which knows whether it is worth checking, and unset (the table's property decides) by every other.
 AUTO_COMPACT = "spark.databricks.delta.autoCompact.enabled"
-# How many small files a bucket must hold before auto compaction is worth checking: Delta's own
-# threshold (``autoCompact.minNumFiles``, 50) for a bucket it has compacted before.
-AUTO_COMPACT_MIN_FILES = 50
 # Delta's own threshold, counted in its per-process memory of the files this process added: a commit of
 # files that found a bucket worth compacting (by the count of the whole bucket) sets it to 1 so that
 # Delta's memory, which may know fewer of the bucket's files, does not overrule that count.

@@ -61,8 +61,10 @@ def summary_from_stats(
     files = _pending_files(DataFrame(snapshot.withStats(), spark), partition_id)
     if any(file["rows"] is None or file["dv"] for file in files):
         return None
-    whole = [file for file in files if _one_owner(file, key, partition_id)]
-    mixed = [file for file in files if not _one_owner(file, key, partition_id)]
+    whole: list[Row] = []
+    mixed: list[Row] = []
+    for file in files:
+        (whole if _one_owner(file, key, partition_id) else mixed).append(file)
     to_read = {file["path"] for file in mixed}
     if whole:
         # A file's IDs lie between (smallest ms, smallest seq) and (largest ms, largest seq). The smallest

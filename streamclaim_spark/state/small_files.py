@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from streamclaim_spark.state.commit_settings import AUTO_COMPACT_MIN_FILES
 from streamclaim_spark.state.delta_txn import DeltaTransaction, bucket_of
+
+# How many small files a bucket must hold before auto compaction is worth checking: Delta's own
+# threshold (``autoCompact.minNumFiles``, 50) for a bucket it has compacted before.
+AUTO_COMPACT_MIN_FILES = 50
 
 # (table path, size below which a file is small, bucket) -> (table version, small files it holds then).
 _COUNTS: dict[tuple[str, int, str], tuple[int, int]] = {}
@@ -30,28 +33,27 @@ _COUNTS_LOCK = threading.Lock()
 _MAX_COUNTS = 4096
 
 
-def worth_compacting(
-    txn: DeltaTransaction, table_path: str, added: Sequence[Any], removed: Sequence[Any], below: int
-) -> bool:
-    """True when some bucket that ``added`` (new ``AddFile``s) brings more small files (under ``below``
-    bytes) than ``removed`` takes away will hold ``AUTO_COMPACT_MIN_FILES`` or more after the commit."""
-    growth = _small_per_bucket(added, below)
-    growth.subtract(_small_per_bucket(removed, below))
-    growing = sorted(bucket for bucket, count in growth.items() if count > 0)
+def small_file_change(added: Iterable[Any], removed: Iterable[Any], below: int) -> Counter[str]:
+    """Per bucket, the small files (under ``below`` bytes) a commit adds (``AddFile``s) less those it removes."""
+    change = Counter(bucket_of(file) for file in added if file.size() < below)
+    change.subtract(Counter(bucket_of(file) for file in removed if file.size() < below))
+    return change
+
+
+def worth_compacting(txn: DeltaTransaction, table_path: str, change: Counter[str], below: int) -> bool:
+    """True when some bucket ``change`` (``small_file_change``) adds small files to will hold
+    ``AUTO_COMPACT_MIN_FILES`` or more after the commit."""
+    growing = sorted(bucket for bucket, count in change.items() if count > 0)
     if not growing:
         return False
     before = _counts_at(txn, table_path, below, growing)
-    return any(before[bucket] + growth[bucket] >= AUTO_COMPACT_MIN_FILES for bucket in growing)
+    return any(before[bucket] + change[bucket] >= AUTO_COMPACT_MIN_FILES for bucket in growing)
 
 
-def record_commit(
-    txn: DeltaTransaction, table_path: str, version: int, added: Sequence[Any], removed: Sequence[Any], below: int
-) -> None:
+def record_commit(txn: DeltaTransaction, table_path: str, version: int, change: Counter[str], below: int) -> None:
     """Carries the table's kept counts over to ``version``, the commit just made: when it lies right on
-    top of ``txn.read_version`` it holds only this commit's files, so each count changes by them (a
-    count not kept stays unknown; any other version drops the table's counts)."""
-    change = _small_per_bucket(added, below)
-    change.subtract(_small_per_bucket(removed, below))
+    top of ``txn.read_version`` it holds only this commit's files, so each count changes by ``change``
+    (a count not kept stays unknown; any other version drops the table's counts)."""
     follows = version == txn.read_version + 1
     with _COUNTS_LOCK:
         for key in [key for key in _COUNTS if key[0] == table_path]:
@@ -73,7 +75,3 @@ def _counts_at(txn: DeltaTransaction, table_path: str, below: int, buckets: Iter
             for bucket in missing:
                 _COUNTS[(table_path, below, bucket)] = (txn.read_version, counts[bucket])
     return counts
-
-
-def _small_per_bucket(files: Iterable[Any], below: int) -> Counter[str]:
-    return Counter(bucket_of(file) for file in files if file.size() < below)

@@ -246,7 +246,7 @@ class Snapshot(PrefetchedSnapshot):
             parts.append(rows.agg(*aggregates, F.first(row).alias("row")))
         else:
             parts.append(self.frame().where(wanted & of_key).groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates))
-        if heads and (large or from_stats is not None):
+        if heads and large:
             parts.append(self.frame().where(head_kinds & of_key).select(C.ROW_KIND, row))
         found_rows = []
         if parts:

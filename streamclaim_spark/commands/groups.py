@@ -176,7 +176,9 @@ def destroy_group(ctx: Context, meta: StreamMeta, group: GroupMeta) -> None:
         in_partitions(partition) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING)
     )
     ctx.plan.add_frame(source_frame_for_deletes(rows), partition)
-    put_stream_head(ctx, meta, replace(meta, groups=tuple(g for g in meta.groups if g != group.name)))
+    remaining = tuple(g for g in meta.groups if g != group.name)
+    # With the last group its PEL goes: no pending row can name a deleted entry any more.
+    put_stream_head(ctx, meta, replace(meta, groups=remaining, some_deleted=meta.some_deleted and bool(remaining)))
 
 
 def _delete_consumer(ctx: Context, group: GroupMeta, consumer: str) -> int:

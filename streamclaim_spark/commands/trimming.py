@@ -176,8 +176,14 @@ def trim_stream(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | N
     """
     groups = ctx.snapshot.groups(meta.key) if trim.policy is not RefPolicy.KEEPREF and meta.groups else []
     if trim.policy is RefPolicy.ACKED and groups:
-        return _trim_unreferenced(ctx, meta, trim, new_entry, groups)
-    return _trim_oldest(ctx, meta, trim, new_entry, groups)
+        after, kept = _trim_unreferenced(ctx, meta, trim, new_entry, groups)
+    else:
+        after, kept = _trim_oldest(ctx, meta, trim, new_entry, groups)
+    # Under KEEPREF a group's PEL may now name a trimmed entry; ACKED trims only unreferenced entries and
+    # DELREF deletes the references with them.
+    if after.length < meta.length and meta.groups and trim.policy is RefPolicy.KEEPREF:
+        after = replace(after, some_deleted=True)
+    return after, kept
 
 
 def _wanted_removals(ctx: Context, meta: StreamMeta, trim: Trim, new_entry: Entry | None) -> int:

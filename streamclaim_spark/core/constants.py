@@ -46,6 +46,8 @@ FIRST_MS = "first_ms"
 FIRST_SEQ = "first_seq"
 MAX_DELETED_MS = "max_deleted_ms"
 MAX_DELETED_SEQ = "max_deleted_seq"
+# Stream head: true when a PEL row may name an entry the stream no longer holds (docs/DESIGN.md, "Kept markers").
+SOME_DELETED = "some_deleted"
 GROUP_NAMES = "group_names"
 VERSION = "version"
 TXN = "txn"

@@ -44,6 +44,9 @@ class StreamMeta:
     max_deleted_id: StreamId = ZERO_ID
     groups: tuple[str, ...] = ()
     version: int = -1  # -1: not stored yet
+    # True once an entry that a PEL row may name was deleted: claims then check each stale entry's
+    # existence; while False every pending entry's entry exists and that join is skipped.
+    some_deleted: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,6 +268,7 @@ def stream_head_row(meta: StreamMeta, txn: str) -> dict[str, Any]:
         C.ENTRY_COUNT: meta.length,
         **_stored_columns(C.FIRST_MS, C.FIRST_SEQ, meta.first_id),
         **_stored_columns(C.MAX_DELETED_MS, C.MAX_DELETED_SEQ, meta.max_deleted_id),
+        C.SOME_DELETED: meta.some_deleted,
         C.GROUP_NAMES: list(meta.groups),
         C.VERSION: meta.version + 1,
         C.TXN: txn,

@@ -71,6 +71,7 @@ def delete_entries(ctx: Context, meta: StreamMeta, existing: set[StreamId]) -> N
         length=length,
         first_id=first_id,
         max_deleted_id=max(meta.max_deleted_id, *existing),
+        some_deleted=meta.some_deleted or bool(meta.groups),  # a group's PEL may name a deleted entry
     )
     put_stream_head(ctx, meta, after)
 

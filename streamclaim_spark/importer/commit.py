@@ -109,7 +109,11 @@ def commit_import(
 
 def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> None:
     key = copy.meta.key
-    put_stream_head(ctx, before, replace(copy.meta, version=before.version if before else -1))
+    # Redis' PEL may name entries Redis deleted, and nothing Redis reports says for sure whether it does
+    # (XSETID can reset its counters): a copied PEL marks the stream; the store's own PEL rows are replaced.
+    some_deleted = any(group.pel_count for group in copy.groups)
+    head = replace(copy.meta, version=before.version if before else -1, some_deleted=some_deleted)
+    put_stream_head(ctx, before, head)
     for group in copy.groups:
         stored = ctx.snapshot.group(key, group.name) if before is not None and group.name in before.groups else None
         after = GroupMeta(key, group.name, group.last_id, group.entries_read, stored.version if stored else -1)

@@ -282,6 +282,7 @@ class PrefetchedSnapshot:
                 max_deleted_id=stored_id(row, C.MAX_DELETED_MS, C.MAX_DELETED_SEQ),
                 groups=tuple(row[C.GROUP_NAMES] or ()),
                 version=row[C.VERSION],
+                some_deleted=row[C.SOME_DELETED] is not False,  # null: written before the marker, unknown
             )
         else:
             self._groups[(key, row[C.GROUP])] = GroupMeta(

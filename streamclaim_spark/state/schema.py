@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    BooleanType,
     LongType,
     StringType,
     StructField,
@@ -90,6 +91,9 @@ STATE_SCHEMA = StructType(
         StructField(C.FIRST_SEQ, LongType()),
         StructField(C.MAX_DELETED_MS, LongType()),  # stream head, max-deleted-entry-id (XDEL only)
         StructField(C.MAX_DELETED_SEQ, LongType()),
+        # stream head: an entry a PEL row may name was deleted (XDEL, trims, ACKDEL, an imported PEL);
+        # never cleared while the PEL may hold such rows; null (written before the column) reads as true
+        StructField(C.SOME_DELETED, BooleanType()),
         StructField(C.GROUP_NAMES, ArrayType(StringType())),  # stream head
         StructField(C.VERSION, LongType()),  # head rows: bumped by every write to the partition
         StructField(C.TXN, StringType()),  # token of the command that last wrote the row

@@ -66,6 +66,8 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
         _refuse_old_layout(store_path, "entries' field names and values as strings (before binary payloads)")
     if not _has_heads_apart(spark, path):
         _refuse_old_layout(store_path, "heads and consumers in the files of entries and PEL rows (before heads apart)")
+    if C.SOME_DELETED not in schema.names:
+        _refuse_old_layout(store_path, "stream heads without the deleted-entry marker (before kept markers)")
     return path
 
 
@@ -89,15 +91,20 @@ def _holds_text_fields(schema: StructType) -> bool:
 
 
 def _conformed(frame: DataFrame, schema: StructType) -> DataFrame:
-    """``frame``'s columns in ``schema``'s order and types (string fields cast to their UTF-8 bytes)."""
-    return frame.select(*(F.col(f.name).cast(f.dataType).alias(f.name) for f in schema.fields))
+    """``frame``'s columns in ``schema``'s order and types (string fields cast to their UTF-8 bytes);
+    a column the frame lacks is null (a marker added since: null reads as "unknown")."""
+    present = set(frame.columns)
+    return frame.select(
+        *((F.col(f.name) if f.name in present else F.lit(None)).cast(f.dataType).alias(f.name) for f in schema.fields)
+    )
 
 
 def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     """Rewrites a store's tables made by an older version into today's layout; False if they have it.
 
     The state table, if it lacks any of the layout's steps (``bucket`` partitions; binary field names and
-    values; heads and consumers in buckets of their own), is rewritten in one commit, every row in the
+    values; heads and consumers in buckets of their own; the stream heads' ``some_deleted`` marker, null
+    in existing heads, which reads as "an entry may have been deleted"), is rewritten in one commit, every row in the
     bucket of its partition and kind, in files of at most ``DEFAULT_ROWS_PER_FILE`` rows ordered by
     partition, kind and ID; a second commit then marks the layout (a crash between the two leaves a table
     that is refused until this is run again, which redoes the rewrite). A dead-letter table from before
@@ -121,8 +128,13 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
             .partitionBy(C.BUCKET)
             .save(path)
         )
-        settings = ", ".join(f"'{key}' = '{value}'" for key, value in STATE_TABLE_PROPERTIES.items())
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
+        upgraded = True
+    elif C.SOME_DELETED not in table.schema.names:
+        # Only the marker is missing: a column added in place (metadata only, no file rewritten), and
+        # the properties of today's tables.
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({C.SOME_DELETED} BOOLEAN AFTER {C.MAX_DELETED_SEQ})")
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
         upgraded = True
     dead_letters = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
     if is_delta_table(spark, dead_letters):
@@ -137,6 +149,11 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
             )
             upgraded = True
     return upgraded
+
+
+def _settings(properties: dict[str, str]) -> str:
+    """``properties`` as the list of an ALTER TABLE ... SET TBLPROPERTIES."""
+    return ", ".join(f"'{key}' = '{value}'" for key, value in properties.items())
 
 
 # --- the recovery job's companion tables ---------------------------------------------------------------

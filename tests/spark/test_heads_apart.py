@@ -22,9 +22,13 @@ from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition, stream_partition
 from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.errors import StoreLayoutError
+from streamclaim_spark.fleet.claims.claiming import claim_stale
+from streamclaim_spark.fleet.claims.selection import StaleSelection
 from streamclaim_spark.state.delta_io import latest_version
+from streamclaim_spark.state.schema import STATE_SCHEMA
 from streamclaim_spark.state.tables import table_path, upgrade_layout
 from tests.clock import ManualClock
+from tests.conftest import StoreFactory
 from tests.spark.layout_fixture import CLOCK_MS, REPLIES_FILE, STORE_DIR, run_script
 
 pytestmark = pytest.mark.spark
@@ -130,3 +134,40 @@ def test_a_store_of_the_bucket_layout_is_refused_and_answers_as_before_once_upgr
     # The script's replies (reads, claims, reads, acks, trims, reads again) are the old code's, exactly.
     assert run_script(upgraded) == json.loads(REPLIES_FILE.read_text())
     assert rows_out_of_place(upgraded) == 0
+
+
+def test_a_store_from_before_the_deleted_entry_marker_is_refused_until_a_column_is_added_and_then_claims_purge(
+    spark: SparkSession, make_store: StoreFactory
+) -> None:
+    clock = ManualClock(T0)
+    store = make_store(clock=clock)
+    pipe = store.pipeline()
+    for argv in (
+        ("XADD", "s", "1-0", "f", "v"),
+        ("XADD", "s", "2-0", "f", "v"),
+        ("XGROUP", "CREATE", "s", "g", "0"),
+        ("XREADGROUP", "GROUP", "g", "dead", "STREAMS", "s", ">"),
+        ("XDEL", "s", "1-0"),
+    ):
+        pipe.execute_command(*argv)
+    pipe.execute()
+    # The same rows as a store of the code before the marker holds them: the table without its column.
+    state = table_path(store.path, C.STATE_TABLE_DIR)
+    rows = spark.read.format("delta").load(state).drop(C.SOME_DELETED)
+    old = rows.localCheckpoint().write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+    old.partitionBy(C.BUCKET).save(state)
+
+    with pytest.raises(StoreLayoutError) as refused:
+        StreamStore.open(store.path, spark=spark)
+    assert "keeps stream heads without the deleted-entry marker (before kept markers)" in str(refused.value)
+
+    assert upgrade_layout(spark, store.path) is True
+    assert upgrade_layout(spark, store.path) is False
+    columns = spark.read.format("delta").load(state).schema.fields
+    assert [(c.name, c.dataType) for c in columns] == [(c.name, c.dataType) for c in STATE_SCHEMA.fields]
+    upgraded = StreamStore.open(store.path, spark=spark, clock=clock)
+    (head,) = upgraded.snapshot().all_streams()
+    assert head.some_deleted  # null: unknown, so every claim checks the entries
+    clock.now += 60_000
+    claim = claim_stale(upgraded.runner, StaleSelection(min_idle_ms=1), "alive")
+    assert claim.counts == {("s", "g"): (1, 1)}

@@ -169,6 +169,8 @@ def acknowledge_and_delete(
                 length=length,
                 first_id=ZERO_ID if length == 0 or stats.first_left is None else stats.first_left,
                 max_deleted_id=max(meta.max_deleted_id, stats.last_deleted or ZERO_ID),
+                # KEEPREF leaves the other groups' references to the deleted entries
+                some_deleted=meta.some_deleted or (policy is RefPolicy.KEEPREF and len(meta.groups) > 1),
             )
             put_stream_head(ctx, meta, after)
         return BulkAckDel(acknowledged, deleted, acknowledged - deletable, None)

@@ -35,7 +35,7 @@ from streamclaim_spark.fleet.claims.selection import (
     new_owner,
     selected_groups,
     stale_condition,
-    stream_entries,
+    with_entry_exists,
 )
 from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.schema import in_partitions, kind_in
@@ -75,11 +75,13 @@ def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[st
     groups = selected_groups(ctx, selection)
     if not groups:
         return InPlaceDecision({}, {}, {}, {}, ctx.now)
-    live = stream_entries(ctx, groups).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(CLAIM_LIVE))
     stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
     counts, winners = claim_counts(
-        stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, new_owner(owners).alias(NEW_OWNER)).join(
-            live, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left"
+        with_entry_exists(
+            ctx.snapshot,
+            stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, new_owner(owners).alias(NEW_OWNER)),
+            (g.key for g in groups),
+            CLAIM_LIVE,
         )
     )
     by_pair = {(g.key, g.name): g for g in groups}

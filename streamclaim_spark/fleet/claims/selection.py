@@ -7,7 +7,7 @@ predicate that the decision's count and the commit's own condition share, so the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.claims.owners import Pair, spread_over, tally
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.schema import kind_in
+from streamclaim_spark.state.snapshot import Snapshot
 
 # Columns a candidate row carries besides its PEL row: the consumer that takes it, and its entry's
 # fields (null: the entry was deleted from its stream, so the claim purges it from the PEL).
@@ -31,6 +32,8 @@ NEW_OWNER = "_new_owner"
 ENTRY_FIELDS = "_fields"
 # The new owner of a claimed (live) entry only: a purge creates or touches no consumer.
 _WINNER = "_winner"
+# Whether a row's stream is one whose entries are checked (with_entry_exists).
+_MARKED = "_marked"
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,32 @@ def stream_entries(ctx: Context, groups: Sequence[GroupMeta]) -> DataFrame:
     """Entry rows of the streams ``groups`` belong to."""
     streams = sorted({g.key for g in groups})
     return ctx.snapshot.frame().where(kind_in([stream_partition(s) for s in streams], C.KIND_ENTRY))
+
+
+def with_entry_exists(snapshot: Snapshot, rows: DataFrame, keys: Iterable[str], column: str) -> DataFrame:
+    """``rows`` (pending rows of streams ``keys``) with ``column`` true where the entry a row names
+    exists, null where it was deleted.
+
+    Only streams whose head says that an entry a PEL row may name was deleted (``StreamMeta.some_deleted``)
+    are joined with their entry IDs; in the others every pending entry exists, so a claim over streams
+    that never deleted one reads no entry at all (docs/DESIGN.md, "Kept markers"). The heads are read
+    from the snapshot, where the claim's ``all_streams`` put them.
+    """
+    wanted = set(keys)
+    marked = sorted(key for key in wanted if (meta := snapshot.stream(key)) is None or meta.some_deleted)
+    if not marked:
+        return rows.withColumn(column, F.lit(True))
+    partitions = [stream_partition(key) for key in marked]
+    entries = snapshot.frame().where(kind_in(partitions, C.KIND_ENTRY))
+    exists = entries.select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(column))
+    joined = rows.join(exists, [C.STREAM, C.ID_MS, C.ID_SEQ], "left")
+    if len(marked) == len(wanted):
+        return joined
+    flags = snapshot.spark.createDataFrame([(key,) for key in marked], f"{C.STREAM} string")
+    joined = joined.join(F.broadcast(flags.withColumn(_MARKED, F.lit(True))), C.STREAM, "left")
+    return joined.withColumn(column, F.when(F.col(_MARKED).isNull(), F.lit(True)).otherwise(F.col(column))).drop(
+        _MARKED
+    )
 
 
 def candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:

@@ -33,6 +33,7 @@ from streamclaim_spark.engine.merge_source import (
     source_of,
 )
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, spread_over
+from streamclaim_spark.fleet.claims.selection import with_entry_exists
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.schema import in_partitions, kind_in
 from streamclaim_spark.state.snapshot import Snapshot
@@ -120,8 +121,8 @@ def classify(
     """
     pending = pending_of(snapshot, pairs).drop(C.FIELDS)
     # Whether each entry still exists, not its payload: the payload column is never read here.
-    entries = entries_of(snapshot, pairs).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.lit(True).alias(_ENTRY_EXISTS))
-    rows = pending.join(entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left").withColumn(COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
+    rows = with_entry_exists(snapshot, pending, (key for key, _ in pairs), _ENTRY_EXISTS)
+    rows = rows.withColumn(COPY_ID, id_text(C.ID_MS, C.ID_SEQ))
     copied: Column = F.lit(False)
     if copies is not None:
         matches = with_owner_key(copies).drop(C.OWNER).withColumn(_COPIED, F.lit(True))

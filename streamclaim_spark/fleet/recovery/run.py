@@ -203,6 +203,7 @@ def _recover(
     snapshot = runner.snapshot()
     owners_frame, owners = live_owners(snapshot, pairs, options, now)
     if options.dry_run:
+        snapshot.all_streams()  # the heads classify reads (one query for the fleet)
         tallies = tally(classify(snapshot, pairs, options, now, owners_frame, copies=None), ACTION, NEW_OWNER)
         log_scan(tallies, len(pairs))
         warn_without_live_consumers(tallies, owners, options)

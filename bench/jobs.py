@@ -15,12 +15,14 @@ from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.state.session import build_session
+from streamclaim_spark.state.tables import STATE_TABLE_PROPERTIES
 from streamclaim_spark.testing.spark_jobs import count_jobs
 
 T0 = 1_700_000_000_000
 CLOCK = T0 + 3_600_000  # an hour after the deliveries: every pending entry is stale
-# Delta writes a checkpoint after every 10th commit (a job of its own): no measured commit lands there.
-CHECKPOINT_INTERVAL = 10
+# Delta writes a checkpoint after every CHECKPOINT_INTERVAL-th commit (a job of its own): no measured
+# commit lands there.
+CHECKPOINT_INTERVAL = int(STATE_TABLE_PROPERTIES["delta.checkpointInterval"])
 
 
 def entry(n: int) -> str:

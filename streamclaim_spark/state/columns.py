@@ -87,8 +87,12 @@ def stored_id_columns(text: Column) -> tuple[Column, Column]:
     parts = []
     for group in (1, 2):
         digits = F.regexp_extract(text, _CANONICAL_ID, group)
-        shifted = F.when(digits != "", digits.cast("decimal(20,0)") - F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))"))
-        parts.append(shifted.try_cast("bigint"))
+        # Up to 18 digits fit a long, shifted by long arithmetic; longer numbers (to 2**64 - 1) go through
+        # a decimal. The decimal for every ID made parsing 1M IDs ~3 s of a bulk XACK (docs/BENCHMARKS.md).
+        small = digits.cast("bigint") + F.lit(-STORED_OFFSET)
+        large = (digits.cast("decimal(20,0)") - F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")).try_cast("bigint")
+        absent = F.lit(None).cast("bigint")
+        parts.append(F.when(digits == "", absent).when(F.length(digits) <= 18, small).otherwise(large))
     return parts[0], parts[1]
 
 

@@ -108,11 +108,13 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     """Rewrites a store's tables made by an older version into today's layout; False if they have it.
 
     The state table, if it lacks any of the layout's steps (``bucket`` partitions; binary field names and
-    values; heads and consumers in buckets of their own; the stream heads' ``some_deleted`` marker, null
-    in existing heads, which reads as "an entry may have been deleted"), is rewritten in one commit, every row in the
+    values; heads and consumers in buckets of their own), is rewritten in one commit, every row in the
     bucket of its partition and kind, in files of at most ``DEFAULT_ROWS_PER_FILE`` rows ordered by
     partition, kind and ID; a second commit then marks the layout (a crash between the two leaves a table
-    that is refused until this is run again, which redoes the rewrite). A dead-letter table from before
+    that is refused until this is run again, which redoes the rewrite). A table that lacks only the stream
+    heads' ``some_deleted`` column gets it added in place (no file rewritten), null in existing heads,
+    which reads as "an entry may have been deleted"; either way the table gets today's properties
+    (``STATE_TABLE_PROPERTIES``). A dead-letter table from before
     binary payloads gets its fields as their UTF-8 bytes. Every row keeps its values. Readers see the old
     or the new table, never a mix; writers that commit meanwhile make it fail (run it again), or are lost
     if they started before it: stop them first.

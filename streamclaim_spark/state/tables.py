@@ -135,14 +135,14 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
             .partitionBy(C.BUCKET)
             .save(path)
         )
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
         upgraded = True
     elif C.SOME_DELETED not in table.schema.names:
-        # Only the marker is missing: a column added in place (metadata only, no file rewritten), and
-        # the properties of today's tables.
+        # Only the marker is missing: a column added in place (metadata only, no file rewritten).
         spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({C.SOME_DELETED} BOOLEAN AFTER {C.MAX_DELETED_SEQ})")
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
         upgraded = True
+    if upgraded:
+        # Today's properties, in a commit of their own: after a rewrite, the commit that marks the layout.
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
     dead_letters = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
     if is_delta_table(spark, dead_letters):
         copies = spark.read.format("delta").load(dead_letters)

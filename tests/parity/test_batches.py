@@ -28,6 +28,7 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.commands import validate
 from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.commands.reading import parse_read
+from streamclaim_spark.commands.spec import COMMANDS
 from streamclaim_spark.core.config import ServerConfig
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.errors import ReplyError
@@ -114,44 +115,29 @@ def run_as_batches(store: StreamStore, batch: Batch, steps: Sequence[Step]) -> l
 SURFACES = (*("pipeline", "multi") * 5, "pipeline", "unloaded")
 GROUPS = len(SURFACES)
 
-# The commands whose key is their second argument, and the subcommands whose key is their third.
-_KEY_FIRST = {
-    "xadd",
-    "xrange",
-    "xrevrange",
-    "xlen",
-    "xdel",
-    "xtrim",
-    "xsetid",
-    "xack",
-    "xpending",
-    "xclaim",
-    "xautoclaim",
-}
-_KEY_AFTER_SUBCOMMAND = {
-    "xgroup": {"create", "setid", "destroy", "createconsumer", "delconsumer"},
-    "xinfo": {"stream", "groups", "consumers"},
-}
-
 
 def key_positions(step: tuple[str | bytes, ...]) -> list[int]:
-    """Where ``step``'s keys are (none where Redis refuses it before reading one)."""
+    """Where ``step``'s keys are, from the command table's key positions (``commands.spec``); none where
+    Redis refuses the command before reading a key."""
     argv = decode_argv(step)
-    name = argv[0].lower()
-    if name in _KEY_FIRST:
-        return [1] if len(argv) > 1 else []
-    if name in _KEY_AFTER_SUBCOMMAND:
-        return [2] if len(argv) > 2 and argv[1].lower() in _KEY_AFTER_SUBCOMMAND[name] else []
-    if name in ("del", "exists"):
-        return list(range(1, len(argv)))
-    if name in ("xread", "xreadgroup"):
+    spec = COMMANDS.get(argv[0].lower())
+    if spec is None:
+        raise AssertionError(f"{argv[0]!r} is not in the command table")
+    if spec.blocking:  # XREAD and XREADGROUP: their keys follow STREAMS (movable keys)
         try:
             keys = parse_read(argv).keys
         except ReplyError:
             return []
         first = len(argv) - 2 * len(keys)
         return list(range(first, first + len(keys)))
-    raise AssertionError(f"no key rule for {argv[0]!r}: add one to key_positions")
+    if spec.subcommands:  # XGROUP and XINFO: the key follows the subcommand; HELP has none
+        sub = argv[1].lower() if len(argv) > 1 else ""
+        return [2] if len(argv) > 2 and sub in spec.subcommands and sub != "help" else []
+    first, last, step_size = spec.keys
+    if first == 0:
+        return []
+    last = len(argv) + last if last < 0 else min(last, len(argv) - 1)
+    return list(range(first, last + 1, step_size))
 
 
 def with_keys_prefixed(step: Step, prefix: str) -> Step:

@@ -148,6 +148,11 @@ class StoreChangedError(StreamclaimError, RuntimeError):
     """Another writer changed an imported stream in the store while the import read Redis."""
 
 
+class MaintenanceRefusedError(StreamclaimError, RuntimeError):
+    """Raised before maintenance changes anything when it would remove history a reader still needs (a
+    streaming query's restart version); the message names the reader and the ways on."""
+
+
 class BatchPlanError(StreamclaimError, ValueError):
     """A command's plan that a batch cannot replay in memory (an in-place bulk update)."""
 

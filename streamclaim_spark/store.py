@@ -27,9 +27,10 @@ from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.retries import RetryPolicy
 from streamclaim_spark.engine.runner import Clock, Runner
 from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.fleet import bulk, claims
+from streamclaim_spark.fleet import bulk, claims, maintenance
 from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
+from streamclaim_spark.fleet.maintenance import MaintenanceReport
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.state.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.state.snapshot import Snapshot
@@ -245,6 +246,24 @@ class StreamStore:
         hold payloads as ``execute`` would (decode_responses)."""
         result = claims.claim_batch(self.runner, requests)
         return replace(result, replies=decoded(result.replies)) if self.decode_responses else result
+
+    # --- upkeep -------------------------------------------------------------------------------------------
+
+    def maintain(self, retain_ms: int | None = None, *, ignore_readers: bool = False) -> MaintenanceReport:
+        """Compacts small files, vacuums files older than the history retention and trims the Delta log
+        of every table of the store (see fleet.maintenance.maintain); safe while others write.
+
+        ``retain_ms`` sets the history retention from now on (at least a minute; None keeps the tables'
+        own, Delta's 7 days unless set before). A retention that would leave a streaming query unable to
+        restart raises ``MaintenanceRefusedError`` before anything changes, unless ``ignore_readers``.
+        """
+        return maintenance.maintain(
+            self.session(),
+            self.path,
+            retain_ms=retain_ms,
+            ignore_readers=ignore_readers,
+            rows_per_file=self.rows_per_file,
+        )
 
     # --- Redis --------------------------------------------------------------------------------------------
 

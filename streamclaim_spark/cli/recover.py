@@ -10,18 +10,17 @@ groups skipped).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, overrides_from, print_line
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig, Key
-from streamclaim_spark.core.config_loader import flag_overrides, load_config
+from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig
+from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.errors import ConfigError, StoreLayoutError, UnsafeObjectStoreError
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
@@ -108,48 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="report what the run would do and change nothing [dry_run]",
     )
-    spark = parser.add_argument_group("spark [spark]")
-    spark.add_argument("--master", help="master URL when not under spark-submit [master]")
-    spark.add_argument(
-        "--remote", metavar="URL", help="run on a Spark Connect server, e.g. sc://host:15002 (docs/DEPLOY.md) [remote]"
-    )
-    spark.add_argument(
-        "--shuffle-partitions", type=int, metavar="N", help="spark.sql.shuffle.partitions [shuffle_partitions]"
-    )
-    spark.add_argument("--driver-memory", metavar="SIZE", help='e.g. "2g"; console script only [driver_memory]')
-    spark.add_argument("--spark-log-level", metavar="LEVEL", help="Spark's log level, e.g. WARN [log_level]")
-    spark.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other spark.* setting; repeatable [spark.conf]",
-    )
-    output = parser.add_argument_group("output")
-    output.add_argument(
-        "--log-level",
-        default="INFO",
-        type=str.upper,
-        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="level of the job's own log on stderr (default INFO)",
-    )
-    output.add_argument(
-        "--summary-file",
-        metavar="PATH",
-        help="also write the JSON summary to this file (spark-submit merges the job's stdout and stderr)",
-    )
+    add_spark_flags(parser)
+    add_output_flags(parser)
     return parser
-
-
-def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
-    """The flags given, as config keys with the flag that set each (for error messages)."""
-    overrides = flag_overrides(args)
-    for setting in args.spark_conf:
-        name, equals, value = setting.partition("=")
-        if not equals or not name:
-            raise ConfigError(f"--spark-conf {setting!r}: write it as KEY=VALUE, e.g. spark.sql.adaptive.enabled=true")
-        overrides[("spark", "conf", name.strip())] = (value, "--spark-conf")
-    return overrides
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -239,16 +199,6 @@ def store_exists(spark: SparkSession, path: str) -> bool:
 def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:
     """The run's JSON summary, one line on stdout (and in ``summary_file`` when given)."""
     print_line(report.to_json(), summary_file)
-
-
-def print_line(summary: dict[str, Any], summary_file: str | None = None) -> None:
-    """``summary`` as one JSON line on stdout (and in ``summary_file`` when given)."""
-    line = json.dumps(summary) + "\n"
-    sys.stdout.write(line)
-    sys.stdout.flush()
-    if summary_file is not None:
-        with open(summary_file, "w", encoding="utf-8") as handle:
-            handle.write(line)
 
 
 def _fail(code: int, message: str) -> int:

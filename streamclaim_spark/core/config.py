@@ -153,6 +153,9 @@ class StoreConfig:
         database: Spark catalog database the SQL views are registered under (default ``streamclaim``).
         single_writer: Promise that one driver at a time writes the store, so it may open on a log store
             that is safe for one writing driver only (S3 without the DynamoDB log store; docs/DEPLOY.md).
+        history_retention_ms: How long the store keeps replaced files and log commits (time travel, and
+            readers on older versions), stored on its tables by ``streamclaim-maintain``; None keeps what
+            the tables have (Delta's 7 days of files, 30 of log, unless set before).
     """
 
     TABLE: ClassVar[Key] = ("store",)
@@ -160,6 +163,9 @@ class StoreConfig:
     path: str = field(metadata=conf_key(_text, flag="store", from_flag=resolve_store_path))
     database: str = field(default=DEFAULT_DATABASE, metadata=conf_key(_identifier))
     single_writer: bool = field(default=False, metadata=conf_key(_boolean))
+    history_retention_ms: int | None = field(
+        default=None, metadata=conf_key(parse_duration_ms, "history_retention", flag="retain")
+    )
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need, Removal
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import is_pattern, matching
+from streamclaim_spark.core.reader_marks import ReaderMark
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_frame
 from streamclaim_spark.engine.writes import put_group
@@ -193,7 +194,7 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
             assert ctx.snapshot.version is not None  # the runner pins every snapshot
             return ends, ctx.snapshot.version
 
-        ends, read_version = store.transact("STREAM BATCH", decide)
+        ends, read_version = store.transact(ReaderMark(options.group, options.consumer).operation(), decide)
         self._acknowledged = started
         if not ends:
             return start

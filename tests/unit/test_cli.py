@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from streamclaim_spark.cli import recover
+from streamclaim_spark.cli import flags, recover
 from streamclaim_spark.cli.serve import build_parser as server_parser
 from streamclaim_spark.cli.serve import overrides_from as server_overrides
 from streamclaim_spark.errors import ConfigError
@@ -15,7 +15,7 @@ JOB = ("jobs", "recover_stale")
 
 
 def test_no_flags_override_nothing() -> None:
-    assert recover.overrides_from(recover.build_parser().parse_args([])) == {}
+    assert flags.overrides_from(recover.build_parser().parse_args([])) == {}
     assert server_overrides(server_parser().parse_args([]), {}) == {}
 
 
@@ -26,7 +26,7 @@ def test_each_recovery_flag_overrides_its_key_and_is_named_in_errors() -> None:
     argv += ["--driver-memory", "2g", "--spark-log-level", "ERROR", "--log-level", "debug"]
     argv += ["--spark-conf", "spark.a=1", "--spark-conf", " spark.b =x=y"]
 
-    overrides = recover.overrides_from(recover.build_parser().parse_args(argv))
+    overrides = flags.overrides_from(recover.build_parser().parse_args(argv))
 
     assert overrides == {
         ("store", "path"): (os.path.abspath("rel/store"), "--store"),
@@ -53,7 +53,7 @@ def test_each_recovery_flag_overrides_its_key_and_is_named_in_errors() -> None:
 def test_a_spark_conf_flag_without_a_name_and_value_is_refused(setting: str) -> None:
     args = recover.build_parser().parse_args(["--spark-conf", setting])
     with pytest.raises(ConfigError, match=r"write it as KEY=VALUE"):
-        recover.overrides_from(args)
+        flags.overrides_from(args)
 
 
 def test_each_server_flag_overrides_its_key_and_the_password_flag_beats_the_environment() -> None:
@@ -79,7 +79,7 @@ def test_each_server_flag_overrides_its_key_and_the_password_flag_beats_the_envi
 
 @pytest.mark.parametrize("store", ["s3a://bucket/streams", "abfss://c@a.dfs.core.windows.net/s", "file:/tmp/s"])
 def test_a_store_url_flag_is_kept_as_given_by_both_console_scripts(store: str) -> None:
-    assert recover.overrides_from(recover.build_parser().parse_args(["--store", store]))[("store", "path")] == (
+    assert flags.overrides_from(recover.build_parser().parse_args(["--store", store]))[("store", "path")] == (
         store,
         "--store",
     )

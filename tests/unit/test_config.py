@@ -24,6 +24,7 @@ KEYS = [
     "store.path",
     "store.database",
     "store.single_writer",
+    "store.history_retention",
     "spark.app_name",
     "spark.master",
     "spark.shuffle_partitions",
@@ -91,7 +92,7 @@ def test_a_config_without_files_beyond_the_store_path_has_the_dataclass_defaults
 def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
     config = load_local(
         conf_dir,
-        '[store]\ndatabase = "db_2"\nsingle_writer = true\n'
+        '[store]\ndatabase = "db_2"\nsingle_writer = true\nhistory_retention = "10m"\n'
         '[spark]\napp_name = "a"\nmaster = "local[1]"\nshuffle_partitions = 3\ndriver_memory = "2g"\n'
         'log_level = "error"\nremote = "sc://spark-connect:15002"\n'
         '[spark.conf]\n"spark.x" = 1\n"spark.y" = true\n'
@@ -101,7 +102,9 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         "max_arguments = 4\nallow_flush = true\nbatch_max_commands = 5\nbatch_max_bytes = 6\n",
     )
 
-    assert config.store == StoreConfig(path="/data/s", database="db_2", single_writer=True)
+    assert config.store == StoreConfig(
+        path="/data/s", database="db_2", single_writer=True, history_retention_ms=600_000
+    )
     assert config.spark == SparkConfig(
         "a", "local[1]", 3, "2g", "ERROR", {"spark.x": "1", "spark.y": "true"}, "sc://spark-connect:15002"
     )
@@ -133,8 +136,8 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         ),
         (
             "[store]\npaht = 1\n",
-            "unknown key store.paht; did you mean store.path? keys allowed in [store]: database, path, "
-            "single_writer (see conf/README.md)",
+            "unknown key store.paht; did you mean store.path? keys allowed in [store]: database, history_retention, "
+            "path, single_writer (see conf/README.md)",
         ),
         (
             "[jobs.recover]\nx = 1\n",

@@ -1,0 +1,148 @@
+"""The maintenance job's command line: ``streamclaim-maintain`` and ``spark-submit jobs/maintain.py``.
+
+Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session,
+and call ``fleet.maintenance.maintain`` on the configured store. The JSON summary is stdout's last line
+(Delta's VACUUM prints a line of its own to the JVM's stdout before it; ``--summary-file`` holds the
+summary alone); progress goes to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags
+or config (a retention under a minute), 3 no store at the path, 4 refused (a streaming query would be
+left unable to restart).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, overrides_from, print_line
+from streamclaim_spark.cli.recover import CONF_DIR_ENV, store_exists
+from streamclaim_spark.core.config import AppConfig
+from streamclaim_spark.core.config_loader import load_config
+from streamclaim_spark.errors import ConfigError, InvalidArgumentError, MaintenanceRefusedError, UnsafeObjectStoreError
+from streamclaim_spark.fleet.maintenance import maintain
+from streamclaim_spark.state.session import session_from_config, writer_safety
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_CONFIG = 2
+EXIT_NO_STORE = 3
+EXIT_REFUSED = 4
+PROG = "streamclaim-maintain"
+
+log = logging.getLogger("streamclaim_spark.cli.maintain")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The job's flags; each one overrides the conf/ key named in its help."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Compact small files, remove files older than the history retention and trim the Delta log "
+        "of a streamclaim store; safe while the server, recovery jobs and streaming queries write. Settings "
+        "come from conf/base.toml, then conf/local.toml, then these flags.",
+        epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no store at the path, "
+        "4 refused (a streaming query would be left unable to restart).",
+    )
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--conf-dir",
+        default=os.environ.get(CONF_DIR_ENV, "conf"),
+        help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
+    )
+    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
+    where.add_argument(
+        "--single-writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
+    run = parser.add_argument_group("what the run keeps")
+    run.add_argument(
+        "--retain",
+        metavar="DURATION",
+        help='history to keep from now on, e.g. "1m", "2h", "7d"; stored on the tables (unset: theirs, '
+        "Delta's 7 days) [store.history_retention]",
+    )
+    run.add_argument(
+        "--ignore-readers",
+        action="store_true",
+        help="go on even if a streaming query stopped earlier could then not restart from its checkpoint",
+    )
+    add_spark_flags(parser)
+    add_output_flags(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs one maintenance of the configured store; returns the process exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        config = load_config(args.conf_dir, overrides_from(args))
+    except ConfigError as error:
+        return _fail(EXIT_CONFIG, f"config error: {error}")
+    try:
+        return run_job(config, ignore_readers=args.ignore_readers, summary_file=args.summary_file)
+    except Exception:
+        log.exception("maintenance stopped on an unexpected error")
+        return EXIT_RUN_FAILED
+
+
+def run_job(
+    config: AppConfig,
+    spark: SparkSession | None = None,
+    *,
+    ignore_readers: bool = False,
+    summary_file: str | None = None,
+) -> int:
+    """Maintains the configured store and prints the JSON summary; returns the exit code.
+
+    Args:
+        config: The loaded configuration (``store.history_retention`` is the retention to keep).
+        spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
+        ignore_readers: Go on even when a streaming query would be left unable to restart.
+        summary_file: Also write the JSON summary to this file.
+    """
+    owned = spark is None and SparkSession.getActiveSession() is None
+    session = spark if spark is not None else session_from_config(replace(config.spark, app_name=PROG))
+    try:
+        try:
+            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
+        except UnsafeObjectStoreError as error:
+            return _fail(EXIT_CONFIG, str(error))
+        if not store_exists(session, config.store.path):
+            return _fail(EXIT_NO_STORE, f"no store at {config.store.path}; pass --store with the folder of a store")
+        try:
+            report = maintain(
+                session,
+                config.store.path,
+                retain_ms=config.store.history_retention_ms,
+                retain_setting="--retain / store.history_retention",
+                ignore_readers=ignore_readers,
+            )
+        except InvalidArgumentError as error:
+            return _fail(EXIT_CONFIG, str(error))
+        except MaintenanceRefusedError as error:
+            return _fail(EXIT_REFUSED, f"refused: {error}")
+        print_line(report.to_json(), summary_file)
+        return EXIT_OK
+    finally:
+        if owned:
+            session.stop()
+
+
+def _fail(code: int, message: str) -> int:
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+    return code

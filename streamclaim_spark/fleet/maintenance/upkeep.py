@@ -1,0 +1,149 @@
+"""The three things maintenance does to one Delta table: compact, vacuum, and trim the log.
+
+- **Compaction** is Delta's OPTIMIZE restricted to the files small commits leave: only files under
+  ``commit_settings.small_file_bytes`` (the size auto compaction counts as small) are binned, within a
+  bucket (a Delta partition, so heads stay apart from entries and PEL rows), and the result is capped at
+  the store's rows per file; full capped files, ID-ordered by the bulk writers, are never touched. A
+  compaction that loses a race with a writer is tried again on the new version, then skipped: it never
+  makes a writer fail for long (a writer that loses to it re-runs, as after any lost race).
+- **Vacuum** removes data files no version within the table's file retention references, without
+  VACUUM's own log entries (two commits per run on local, S3 and Azure file systems: a store that needs
+  nothing would grow its log at every run); the summary is the record.
+- **The log** loses commit and checkpoint files older than the log retention, up to the newest
+  checkpoint that is older (Delta's own cleanup, asked to cut at the minute instead of the day it
+  otherwise rounds down to). It needs the driver's JVM: on Spark Connect Delta's cleanup runs only after
+  its own checkpoints, at day granularity.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from streamclaim_spark.core.retention import RETENTION_PROPERTIES, delta_interval, interval_ms
+from streamclaim_spark.state.commit_settings import USER_METADATA, small_file_bytes
+from streamclaim_spark.state.conflicts import is_lost_race
+from streamclaim_spark.state.delta_io import (
+    commit_info,
+    delta_log,
+    is_connect,
+    quoted_path,
+    table_properties,
+    updated_snapshot,
+)
+
+# A compaction that lost its race this often in a row is left for the next run.
+COMPACTION_ATTEMPTS = 3
+OPERATION = "MAINTAIN"
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What one compaction did: small files replaced by fewer, or why it did nothing."""
+
+    files_removed: int = 0
+    files_added: int = 0
+    bytes_removed: int = 0
+    bytes_added: int = 0
+    skipped: str | None = None  # lost every race
+
+    def to_json(self) -> dict[str, object]:
+        found: dict[str, object] = {
+            "files_removed": self.files_removed,
+            "files_added": self.files_added,
+            "bytes_removed": self.bytes_removed,
+            "bytes_added": self.bytes_added,
+        }
+        if self.skipped is not None:
+            found["skipped"] = self.skipped
+        return found
+
+
+@contextlib.contextmanager
+def settings(spark: SparkSession, values: dict[str, str]) -> Iterator[None]:
+    """``values`` set in ``spark`` for the block, then put back (the session may be a user's)."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in values}
+    for key, value in values.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
+
+
+def set_retention(spark: SparkSession, path: str, retention_ms: int) -> bool:
+    """Stores ``retention_ms`` as the table's file and log retention; False (no commit) when it has it."""
+    properties = table_properties(spark, path)
+    current = [properties.get(name) for name in RETENTION_PROPERTIES]
+    if all(value is not None and interval_ms(value) == retention_ms for value in current):
+        return False
+    pairs = ", ".join(f"'{name}' = '{delta_interval(retention_ms)}'" for name in RETENTION_PROPERTIES)
+    with settings(spark, {USER_METADATA: OPERATION}):
+        spark.sql(f"ALTER TABLE {quoted_path(path)} SET TBLPROPERTIES ({pairs})")
+    return True
+
+
+def compact(spark: SparkSession, path: str, rows_per_file: int) -> Compaction:
+    """Bins each bucket's small files into capped files (see the module); a lost race is retried."""
+    small = small_file_bytes(rows_per_file) if rows_per_file else small_file_bytes(100_000)
+    values = {
+        USER_METADATA: OPERATION,
+        "spark.databricks.delta.optimize.minFileSize": str(small),
+        "spark.sql.files.maxRecordsPerFile": str(rows_per_file),
+    }
+    last_race = ""
+    for _ in range(COMPACTION_ATTEMPTS):
+        try:
+            with settings(spark, values):
+                row = spark.sql(f"OPTIMIZE {quoted_path(path)}").first()
+        except Exception as error:
+            if not is_lost_race(error):
+                raise
+            last_race = type(error).__name__
+            continue
+        assert row is not None
+        metrics = row["metrics"]
+        return Compaction(
+            int(metrics["numFilesRemoved"]),
+            int(metrics["numFilesAdded"]),
+            int(metrics["filesRemoved"]["totalSize"]),
+            int(metrics["filesAdded"]["totalSize"]),
+        )
+    return Compaction(skipped=f"lost {COMPACTION_ATTEMPTS} races with writers ({last_race}); left for the next run")
+
+
+def vacuum(spark: SparkSession, path: str) -> None:
+    """Removes the data files no version within the table's file retention needs (see the module)."""
+    with settings(spark, {"spark.databricks.delta.vacuum.logging.enabled": "false"}):
+        spark.sql(f"VACUUM {quoted_path(path)}").collect()
+
+
+def clean_log(spark: SparkSession, path: str, retention_ms: int, now_ms: int) -> bool:
+    """Deletes log files older than the log retention (see the module); False on Spark Connect.
+
+    Delta deletes only what lies before a checkpoint that is itself expired, and writes one every 100
+    commits: a store that commits rarely would keep its log for ever. So when commits older than the
+    retention follow the newest checkpoint, a checkpoint of the newest version is written (a file, not a
+    commit), which the next run's cleanup can cut at once it has aged.
+    """
+    if is_connect(spark):
+        return False
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    log = delta_log(spark, path)
+    none = jvm.scala.Option.empty()
+    snapshot = updated_snapshot(spark, path)
+    checkpoint = int(snapshot.logSegment().checkpointProvider().version())
+    first_after = commit_info(spark, path, checkpoint + 1) if snapshot.version() > checkpoint else {}
+    if int(first_after.get("timestamp", now_ms)) < now_ms - retention_ms:
+        log.checkpoint(snapshot, none)
+    minute = jvm.org.apache.spark.sql.delta.TruncationGranularity.MINUTE()
+    log.cleanUpExpiredLogs(snapshot, none, none, minute)
+    return True

@@ -146,3 +146,7 @@ def _fail(code: int, message: str) -> int:
     sys.stderr.write(f"{PROG}: {message}\n")
     sys.stderr.flush()
     return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -21,7 +22,14 @@ from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, overr
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig
 from streamclaim_spark.core.config_loader import load_config
-from streamclaim_spark.errors import ConfigError, StoreLayoutError, UnsafeObjectStoreError
+from streamclaim_spark.core.retention import check_retention
+from streamclaim_spark.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    MaintenanceRefusedError,
+    StoreLayoutError,
+    UnsafeObjectStoreError,
+)
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
     RecoveryFailedError,
@@ -107,6 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="report what the run would do and change nothing [dry_run]",
     )
+    run.add_argument(
+        "--maintain",
+        action="store_true",
+        help="after the run, compact, vacuum past store.history_retention and trim the log, as "
+        'streamclaim-maintain does; its summary goes under "maintenance"',
+    )
     add_spark_flags(parser)
     add_output_flags(parser)
     return parser
@@ -130,14 +144,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_CONFIG, f"config error: {error}")
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
-        return run_job(config, summary_file=args.summary_file, upgrade=args.upgrade_layout)
+        return run_job(config, summary_file=args.summary_file, upgrade=args.upgrade_layout, maintain=args.maintain)
     except Exception:
         log.exception("the run stopped on an unexpected error")
         return EXIT_RUN_FAILED
 
 
 def run_job(
-    config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None, upgrade: bool = False
+    config: AppConfig,
+    spark: SparkSession | None = None,
+    summary_file: str | None = None,
+    upgrade: bool = False,
+    maintain: bool = False,
 ) -> int:
     """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
 
@@ -146,6 +164,7 @@ def run_job(
         spark: A session to use (tests, notebooks); None builds one from ``config.spark``.
         summary_file: Also write the JSON summary to this file (default: stdout only).
         upgrade: Instead of a run, rewrite a store of an older layout into today's (tables.upgrade_layout).
+        maintain: After a run that changed the store, run maintenance (``fleet.maintenance``) too.
     """
     owned = spark is None and SparkSession.getActiveSession() is None
     session = spark if spark is not None else session_from_config(config.spark)
@@ -175,6 +194,12 @@ def run_job(
             store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
         except StoreLayoutError as error:
             return _fail(EXIT_CONFIG, f"{error} (or run {PROG} --upgrade-layout --store {config.store.path})")
+        retain_ms = config.store.history_retention_ms
+        if maintain and retain_ms is not None:
+            try:
+                check_retention(retain_ms, "--retain / store.history_retention")
+            except InvalidArgumentError as error:
+                return _fail(EXIT_CONFIG, str(error))
         try:
             report = recover_stale(store, config.recover_stale)
         except RecoverySelectionError as error:
@@ -182,7 +207,10 @@ def run_job(
         except RecoveryFailedError as error:
             print_summary(error.report, summary_file)
             return _fail(EXIT_RUN_FAILED, str(error))
-        print_summary(report, summary_file)
+        summary = report.to_json()
+        if maintain and not config.recover_stale.dry_run:
+            summary["maintenance"] = maintenance_summary(store, config)
+        print_line(summary, summary_file)
         if report.status == PARTIAL:
             return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
         return EXIT_OK
@@ -194,6 +222,16 @@ def run_job(
 def store_exists(spark: SparkSession, path: str) -> bool:
     """True when ``path`` holds a store (its state table), without creating anything."""
     return is_delta_table(spark, table_path(path, C.STATE_TABLE_DIR))
+
+
+def maintenance_summary(store: StreamStore, config: AppConfig) -> dict[str, Any]:
+    """Runs maintenance after a recovery run; a refusal (a streaming query would be stranded) is reported,
+    not raised: the run itself succeeded."""
+    try:
+        return store.maintain(config.store.history_retention_ms).to_json()
+    except MaintenanceRefusedError as refused:
+        log.warning("maintenance refused: %s", refused)
+        return {"refused": str(refused)}
 
 
 def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:

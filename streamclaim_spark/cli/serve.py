@@ -56,6 +56,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="most commands one group commit gathers from all clients [server.batch_max_commands]",
     )
+    parser.add_argument(
+        "--maintain",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compact, vacuum and trim the log in the background [server.maintain]",
+    )
+    parser.add_argument("--maintain-every", metavar="DURATION", help='how often, e.g. "10m" [server.maintain_every]')
+    parser.add_argument(
+        "--retain", metavar="DURATION", help='history the store keeps, e.g. "5m" [store.history_retention]'
+    )
     parser.add_argument("--master", help="Spark master URL [spark.master]")
     parser.add_argument("--log-level", default="INFO", help="this process' log level (default INFO)")
     return parser
@@ -97,7 +107,7 @@ def serve(config: AppConfig) -> int:
         except UnsafeObjectStoreError as error:
             print(f"{PROG}: {error}", file=sys.stderr)
             return 2
-        server = StreamClaimServer(store, config.server).start()
+        server = StreamClaimServer(store, config.server, config.store.history_retention_ms).start()
         print(f"{PROG} ready on {config.server.bind}:{server.port} (store {store.path})", flush=True)
         while not stop_requested.wait(1.0):
             pass

@@ -277,6 +277,10 @@ class ServerConfig:
         allow_flush: Let FLUSHDB and FLUSHALL delete every stream (off: they are refused).
         batch_max_commands: Most commands one group commit gathers (docs/SERVER.md, "Group commit").
         batch_max_bytes: Most bytes of arguments one group commit gathers.
+        maintain: Run maintenance in the background (compaction, vacuum past ``store.history_retention``,
+            the log; README, "Operations").
+        maintain_every_ms: Run it when this long has passed since the last run and something was committed.
+        maintain_after_batches: Or as soon as this many batches were committed since the last run.
     """
 
     TABLE: ClassVar[Key] = ("server",)
@@ -290,6 +294,9 @@ class ServerConfig:
     allow_flush: bool = field(default=False, metadata=conf_key(_boolean))
     batch_max_commands: int = field(default=1000, metadata=conf_key(_positive_int))
     batch_max_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(_positive_int))
+    maintain: bool = field(default=True, metadata=conf_key(_boolean))
+    maintain_every_ms: int = field(default=600_000, metadata=conf_key(parse_duration_ms, "maintain_every"))
+    maintain_after_batches: int = field(default=10_000, metadata=conf_key(_positive_int))
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -299,6 +306,8 @@ class ServerConfig:
                 f"bind={self.bind!r} is not a loopback address and no requirepass is set: anyone who reaches "
                 "the port could read and delete every stream; set requirepass (or bind 127.0.0.1)"
             )
+        if self.maintain_every_ms < 1000:
+            raise InvalidArgumentError(f"maintain_every_ms={self.maintain_every_ms}: give 1000 (1 s) or more")
         for name, _, declared in conf_keys(ServerConfig):
             if declared.parse is _positive_int and getattr(self, name) < 1:
                 raise InvalidArgumentError(f"{name}={getattr(self, name)}: give 1 or more")

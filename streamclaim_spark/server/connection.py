@@ -45,6 +45,7 @@ from streamclaim_spark.server.wire import Map
 if TYPE_CHECKING:
     from streamclaim_spark.core.config import ServerConfig
     from streamclaim_spark.server.group_commit import GroupCommitter
+    from streamclaim_spark.server.maintenance import BackgroundMaintenance
     from streamclaim_spark.server.multi_exec import Queued
     from streamclaim_spark.store import StreamStore
 
@@ -55,6 +56,7 @@ class Server(Protocol):
     store: StreamStore
     config: ServerConfig
     committer: GroupCommitter
+    maintenance: BackgroundMaintenance
     port: int
     started: float
 
@@ -368,6 +370,8 @@ def _info(server: Server, client: Client, argv: list[str]) -> Any:
             f"batch_max_bytes:{server.config.batch_max_bytes}",
         ]
         sections.append("# Batches\r\n" + "".join(line + "\r\n" for line in lines))
+    if everything or "maintenance" in wanted:
+        sections.append("# Maintenance\r\n" + "".join(line + "\r\n" for line in server.maintenance.stats.lines()))
     if everything or "keyspace" in wanted:
         keys = server.store.execute("DBSIZE")
         sections.append("# Keyspace\r\n" + (f"db0:keys={keys},expires=0,avg_ttl=0\r\n" if keys else ""))

@@ -40,6 +40,7 @@ from streamclaim_spark.errors import (
 )
 from streamclaim_spark.server.connection import CONNECTION_COMMANDS, Client
 from streamclaim_spark.server.group_commit import GroupCommitter
+from streamclaim_spark.server.maintenance import BackgroundMaintenance
 from streamclaim_spark.server.multi_exec import IMMEDIATE, Queued
 from streamclaim_spark.server.wire import NULL_ARRAY, RequestLimits, RequestReader, as_resp3, encode_error, encode_reply
 from streamclaim_spark.store import StreamStore
@@ -63,7 +64,9 @@ class StreamClaimServer:
     reply (a blocked read ends with nil), then closes every connection.
     """
 
-    def __init__(self, store: StreamStore, config: ServerConfig | None = None) -> None:
+    def __init__(
+        self, store: StreamStore, config: ServerConfig | None = None, history_retention_ms: int | None = None
+    ) -> None:
         self.store = store
         self.config = config or ServerConfig()
         self.limits = RequestLimits(self.config.max_bulk_bytes, self.config.max_arguments)
@@ -77,6 +80,14 @@ class StreamClaimServer:
         self._acceptor: threading.Thread | None = None
         self.committer = GroupCommitter(
             store.runner, dispatch, self.config.batch_max_commands, self.config.batch_max_bytes
+        )
+        self.maintenance = BackgroundMaintenance(
+            store,
+            lambda: self.committer.stats.batches,
+            enabled=self.config.maintain,
+            every_ms=self.config.maintain_every_ms,
+            after_batches=self.config.maintain_after_batches,
+            retention_ms=history_retention_ms,
         )
 
     @property
@@ -93,6 +104,7 @@ class StreamClaimServer:
         self._listener = listener
         self.port = listener.getsockname()[1]
         self.committer.start()
+        self.maintenance.start()
         self._acceptor = threading.Thread(target=self._accept_loop, name="streamclaim-accept", daemon=True)
         self._acceptor.start()
         log.info("ready on %s:%d, store %s", self.config.bind, self.port, self.store.path)
@@ -109,6 +121,7 @@ class StreamClaimServer:
         for _, sock, _ in self._connections():
             with contextlib.suppress(OSError):
                 sock.close()
+        self.maintenance.stop()
         self.committer.stop()
         log.info("stopped")
 

@@ -398,6 +398,30 @@ def test_info_server_names_the_store_and_its_writer_mode(served: StreamClaimServ
     assert reply.startswith("$") and "\r\ntcp_port:" in reply
 
 
+def test_the_server_maintains_its_store_in_the_background_and_info_shows_the_last_run(
+    served: StreamClaimServer,
+) -> None:
+    config = replace(served.config, port=0, maintain_every_ms=1000, maintain_after_batches=1)
+    maintained = StreamClaimServer(served.store, config).start()
+    try:
+        with redis.Redis(port=maintained.port, decode_responses=True, socket_timeout=600) as client:
+            assert client.info("maintenance")["maintenance_runs"] == 0
+            client.xadd("maintained", {"f": "v"})
+            deadline = time.monotonic() + 300
+            while client.info("maintenance")["maintenance_last_status"] == "none" and time.monotonic() < deadline:
+                time.sleep(0.2)
+            info = client.info("maintenance")
+    finally:
+        maintained.stop(grace_s=10)
+    assert {key: info[key] for key in ("maintenance_enabled", "maintenance_every", "maintenance_runs")} == {
+        "maintenance_enabled": 1,
+        "maintenance_every": "1s",
+        "maintenance_runs": 1,
+    }
+    assert (info["maintenance_last_status"], info["maintenance_history_retention"]) == ("ok", "tables")
+    assert info["maintenance_last_started_unix"] > 0 and info["maintenance_failed"] == 0
+
+
 # (connection, argv): connection 1 is a second client, e.g. one that changes a key another one WATCHes.
 TRANSACTION_SCRIPT: list[tuple[int, tuple[str, ...]]] = [
     (0, ("FLUSHALL",)),

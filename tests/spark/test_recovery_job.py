@@ -176,7 +176,7 @@ def test_s3_without_the_dynamodb_log_store_is_refused_before_anything_touches_th
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_spark_submit_runs_the_job_and_leaves_the_tables_as_the_summary_says(
+def test_spark_submit_runs_the_job_and_its_maintenance_and_leaves_the_tables_as_the_summary_says(
     spark: SparkSession, conf_dir: Path, tmp_path: Path
 ) -> None:
     # The store: e0..e3 delivered to alice two hours ago; e0 delivered 5 times (poison for max_deliveries=3).
@@ -192,6 +192,7 @@ def test_spark_submit_runs_the_job_and_leaves_the_tables_as_the_summary_says(
     command = [str(SPARK_SUBMIT), "--master", "local[1]", "--packages", DELTA_PACKAGE]
     command += ["--conf", "spark.ui.enabled=false", str(JOB), "--conf-dir", str(conf_dir)]
     command += ["--store", store.path, "--max-deliveries", "3", "--summary-file", str(tmp_path / "summary.json")]
+    command += ["--maintain"]
 
     job = subprocess.run(command, capture_output=True, text=True, env=job_env(), cwd=tmp_path, timeout=900)
 
@@ -202,6 +203,14 @@ def test_spark_submit_runs_the_job_and_leaves_the_tables_as_the_summary_says(
     summary = json.loads(printed)
     assert (summary["status"], summary["dry_run"], summary["recorded"]) == ("succeeded", False, True)
     assert summary["options"]["min_idle_ms"] == 30 * 60_000  # from local.toml
+    # --maintain: each of the store's tables maintained after the run, within Delta's 7 days of history.
+    maintenance = summary["maintenance"]
+    assert (maintenance["retention"], sorted(maintenance["tables"])) == (
+        "7d",
+        ["dead_letters", "recovery_runs", "state"],
+    )
+    assert maintenance["tables"]["state"]["compaction"]["files_removed"] > 0
+    assert all(table["removed"]["data"]["files"] == 0 for table in maintenance["tables"].values())
     assert summary["totals"] == {
         "groups": 1,
         "scanned": 4,

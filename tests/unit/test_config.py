@@ -49,6 +49,9 @@ KEYS = [
     "server.allow_flush",
     "server.batch_max_commands",
     "server.batch_max_bytes",
+    "server.maintain",
+    "server.maintain_every",
+    "server.maintain_after_batches",
     "spark.conf",
 ]
 
@@ -99,7 +102,8 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         '[jobs.recover_stale]\nstreams = ["o-*"]\ngroups = ["g"]\nmin_idle = "90s"\nassign = "nack"\n'
         'consumer = "c"\nlive_window = 5\ndead_letter = false\nmax_deliveries = 2\ndry_run = true\n'
         '[server]\nbind = "::1"\nport = 0\nrequirepass = "p"\nmax_clients = 2\nmax_bulk_bytes = 3\n'
-        "max_arguments = 4\nallow_flush = true\nbatch_max_commands = 5\nbatch_max_bytes = 6\n",
+        "max_arguments = 4\nallow_flush = true\nbatch_max_commands = 5\nbatch_max_bytes = 6\nmaintain = false\n"
+        'maintain_every = "2m"\nmaintain_after_batches = 7\n',
     )
 
     assert config.store == StoreConfig(
@@ -116,7 +120,7 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         "spark.driver.memory": "2g",
     }
     assert config.recover_stale == RecoveryOptions(90_000, ("o-*",), ("g",), "nack", "c", 5, False, 2, True)
-    assert config.server == ServerConfig("::1", 0, "p", 2, 3, 4, True, 5, 6)
+    assert config.server == ServerConfig("::1", 0, "p", 2, 3, 4, True, 5, 6, False, 120_000, 7)
 
 
 def test_spark_settings_leave_the_master_and_app_name_to_the_builder() -> None:

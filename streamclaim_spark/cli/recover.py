@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--maintain",
         action="store_true",
+        dest="maintain_after_run",  # not server.maintain's key, which a flag named "maintain" would set
         help="after the run, compact, vacuum past store.history_retention and trim the log, as "
         'streamclaim-maintain does; its summary goes under "maintenance"',
     )
@@ -144,7 +145,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(EXIT_CONFIG, f"config error: {error}")
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
-        return run_job(config, summary_file=args.summary_file, upgrade=args.upgrade_layout, maintain=args.maintain)
+        return run_job(
+            config, summary_file=args.summary_file, upgrade=args.upgrade_layout, maintain=args.maintain_after_run
+        )
     except Exception:
         log.exception("the run stopped on an unexpected error")
         return EXIT_RUN_FAILED

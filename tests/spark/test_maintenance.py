@@ -4,7 +4,8 @@ One store lives through what a store running for months sees: commands that leav
 streaming query that stopped for good and one that runs, a maintenance with nothing to do, a retention
 that would strand the stopped query (refused), and one that removes the files past it while a writer
 commits, across which the running query restarts. The retention's floor is lowered for the test (a
-minute for real stores) so that files age in seconds.
+minute for real stores) so that files age in seconds, and so is the count of small files that makes a
+bucket worth compacting.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.reader_marks import ReaderMark
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.writes import put_group
+from streamclaim_spark.fleet.maintenance import upkeep
 from streamclaim_spark.state.delta_io import latest_version, table_properties
 from streamclaim_spark.streaming import register
 from tests.spark.test_streaming import Batches, group_stream, run_available_now
@@ -74,6 +76,7 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(retention, "MIN_RETENTION_MS", 1_000)
+    monkeypatch.setattr(upkeep, "MIN_SMALL_FILES", 2)  # 10 for real stores: this one's buckets hold 2 or 3
     register(spark)
     pipe = store.pipeline()
     pipe.execute_command("XGROUP", "CREATE", "events", "billing", "$", "MKSTREAM")

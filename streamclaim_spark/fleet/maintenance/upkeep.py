@@ -1,11 +1,12 @@
 """The three things maintenance does to one Delta table: compact, vacuum, and trim the log.
 
 - **Compaction** is Delta's OPTIMIZE restricted to the files small commits leave: only files under
-  ``commit_settings.small_file_bytes`` (the size auto compaction counts as small) are binned, within a
-  bucket (a Delta partition, so heads stay apart from entries and PEL rows), and the result is capped at
-  the store's rows per file; full capped files, ID-ordered by the bulk writers, are never touched. A
-  compaction that loses a race with a writer is tried again on the new version, then skipped: it never
-  makes a writer fail for long (a writer that loses to it re-runs, as after any lost race).
+  ``commit_settings.small_file_bytes`` (the size auto compaction counts as small), only in buckets that
+  hold ``MIN_SMALL_FILES`` of them, are binned, within a bucket (a Delta partition, so heads stay apart
+  from entries and PEL rows), and the result is capped at the store's rows per file; full capped files,
+  ID-ordered by the bulk writers, are never touched. A compaction that loses a race with a writer is
+  tried again on the new version, then skipped: it never makes a writer fail for long (a writer that
+  loses to it re-runs, as after any lost race).
 - **Vacuum** removes data files no version within the table's file retention references, without
   VACUUM's own log entries (two commits per run on local, S3 and Azure file systems: a store that needs
   nothing would grow its log at every run); the summary is the record.
@@ -21,8 +22,10 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.retention import RETENTION_PROPERTIES, delta_interval, interval_ms
 from streamclaim_spark.state.commit_settings import USER_METADATA, small_file_bytes
 from streamclaim_spark.state.conflicts import is_lost_race
@@ -37,6 +40,10 @@ from streamclaim_spark.state.delta_io import (
 
 # A compaction that lost its race this often in a row is left for the next run.
 COMPACTION_ATTEMPTS = 3
+# A bucket is compacted once it holds this many small files. Fewer cost a read little, and compacting
+# them would leave copies on disk for the retention: at a quiet store's few live files, several times
+# the live data (bench.soak; docs/BENCHMARKS.md, "Maintenance"). Auto compaction folds a bucket at 50.
+MIN_SMALL_FILES = 10
 OPERATION = "MAINTAIN"
 
 
@@ -91,8 +98,13 @@ def set_retention(spark: SparkSession, path: str, retention_ms: int) -> bool:
 
 
 def compact(spark: SparkSession, path: str, rows_per_file: int) -> Compaction:
-    """Bins each bucket's small files into capped files (see the module); a lost race is retried."""
-    small = small_file_bytes(rows_per_file) if rows_per_file else small_file_bytes(100_000)
+    """Bins the small files of each bucket holding ``MIN_SMALL_FILES`` or more into capped files (see the
+    module); a lost race is retried. No bucket that many: no commit."""
+    small = small_file_bytes(rows_per_file) if rows_per_file else small_file_bytes(C.DEFAULT_ROWS_PER_FILE)
+    buckets = crowded_buckets(spark, path, small)
+    if buckets is not None and not buckets:
+        return Compaction()
+    where = "" if not buckets else " WHERE " + " OR ".join(_partition_filter(bucket) for bucket in buckets)
     values = {
         USER_METADATA: OPERATION,
         "spark.databricks.delta.optimize.minFileSize": str(small),
@@ -102,7 +114,7 @@ def compact(spark: SparkSession, path: str, rows_per_file: int) -> Compaction:
     for _ in range(COMPACTION_ATTEMPTS):
         try:
             with settings(spark, values):
-                row = spark.sql(f"OPTIMIZE {quoted_path(path)}").first()
+                row = spark.sql(f"OPTIMIZE {quoted_path(path)}{where}").first()
         except Exception as error:
             if not is_lost_race(error):
                 raise
@@ -117,6 +129,27 @@ def compact(spark: SparkSession, path: str, rows_per_file: int) -> Compaction:
             int(metrics["filesAdded"]["totalSize"]),
         )
     return Compaction(skipped=f"lost {COMPACTION_ATTEMPTS} races with writers ({last_race}); left for the next run")
+
+
+def crowded_buckets(spark: SparkSession, path: str, small: int) -> list[str | None] | None:
+    """The buckets (None: the whole of an unpartitioned table) holding ``MIN_SMALL_FILES`` or more files
+    under ``small`` bytes, read from the newest snapshot's file list (one small Spark job); None on Spark
+    Connect, where that list is out of reach (then every bucket is binned)."""
+    if is_connect(spark):
+        return None
+    files = DataFrame(updated_snapshot(spark, path).allFiles().toDF(), spark)
+    counts = (
+        files.where(F.col("size") < small)
+        .groupBy(F.col("partitionValues").getItem(C.BUCKET).alias("bucket"))
+        .count()
+        .where(F.col("count") >= MIN_SMALL_FILES)
+        .collect()
+    )
+    return sorted((row["bucket"] for row in counts), key=lambda bucket: bucket or "")
+
+
+def _partition_filter(bucket: str | None) -> str:
+    return "true" if bucket is None else f"{C.BUCKET} = '{bucket}'"
 
 
 def vacuum(spark: SparkSession, path: str) -> None:

@@ -76,11 +76,6 @@ class TableReport:
         }
 
 
-def _log_retention_ms(spark: SparkSession, path: str) -> int:
-    value = table_properties(spark, path).get(LOG_RETENTION_PROPERTY)
-    return DELTA_LOG_RETENTION_MS if value is None else interval_ms(value)
-
-
 @dataclass(frozen=True)
 class MaintenanceReport:
     """A maintenance run: the retention it kept, the readers it found, each table's report."""
@@ -178,3 +173,8 @@ def maintain(
     return MaintenanceReport(
         store_path, retention, tuple(readers), tuple(stranded), tuple(reports), seconds=clock() - started
     )
+
+
+def _log_retention_ms(spark: SparkSession, path: str) -> int:
+    value = table_properties(spark, path).get(LOG_RETENTION_PROPERTY)
+    return DELTA_LOG_RETENTION_MS if value is None else interval_ms(value)

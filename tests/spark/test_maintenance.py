@@ -76,7 +76,7 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setattr(retention, "MIN_RETENTION_MS", 1_000)
-    monkeypatch.setattr(upkeep, "MIN_SMALL_FILES", 2)  # 10 for real stores: this one's buckets hold 2 or 3
+    monkeypatch.setattr(upkeep, "MIN_SMALL_FILES", 2)  # 50 for real stores: this one's buckets hold 2 or 3
     register(spark)
     pipe = store.pipeline()
     pipe.execute_command("XGROUP", "CREATE", "events", "billing", "$", "MKSTREAM")

@@ -209,7 +209,7 @@ def test_spark_submit_runs_the_job_and_its_maintenance_and_leaves_the_tables_as_
         "7d",
         ["dead_letters", "recovery_runs", "state"],
     )
-    # A few commands leave no bucket with 10 small files: nothing compacted, nothing old enough to remove.
+    # A few commands leave no bucket with 50 small files: nothing compacted, nothing old enough to remove.
     assert all(table["removed"]["data"]["files"] == 0 for table in maintenance["tables"].values())
     assert all(table["compaction"]["files_removed"] == 0 for table in maintenance["tables"].values())
     assert summary["totals"] == {

@@ -2,11 +2,11 @@
 
 - **Compaction** is Delta's OPTIMIZE restricted to the files small commits leave: only files under
   ``commit_settings.small_file_bytes`` (the size auto compaction counts as small), only in buckets that
-  hold ``MIN_SMALL_FILES`` of them, are binned, within a bucket (a Delta partition, so heads stay apart
-  from entries and PEL rows), and the result is capped at the store's rows per file; full capped files,
-  ID-ordered by the bulk writers, are never touched. A compaction that loses a race with a writer is
-  tried again on the new version, then skipped: it never makes a writer fail for long (a writer that
-  loses to it re-runs, as after any lost race).
+  hold ``MIN_SMALL_FILES`` of them (auto compaction's own threshold: what it skipped), are binned, within
+  a bucket (a Delta partition, so heads stay apart from entries and PEL rows), and the result is capped
+  at the store's rows per file; full capped files, ID-ordered by the bulk writers, are never touched. A
+  compaction that loses a race with a writer is tried again on the new version, then skipped: it never
+  makes a writer fail for long (a writer that loses to it re-runs, as after any lost race).
 - **Vacuum** removes data files no version within the table's file retention references, without
   VACUUM's own log entries (two commits per run on local, S3 and Azure file systems: a store that needs
   nothing would grow its log at every run); the summary is the record.
@@ -37,13 +37,16 @@ from streamclaim_spark.state.delta_io import (
     table_properties,
     updated_snapshot,
 )
+from streamclaim_spark.state.small_files import AUTO_COMPACT_MIN_FILES
 
 # A compaction that lost its race this often in a row is left for the next run.
 COMPACTION_ATTEMPTS = 3
-# A bucket is compacted once it holds this many small files. Fewer cost a read little, and compacting
-# them would leave copies on disk for the retention: at a quiet store's few live files, several times
-# the live data (bench.soak; docs/BENCHMARKS.md, "Maintenance"). Auto compaction folds a bucket at 50.
-MIN_SMALL_FILES = 10
+# A bucket is compacted once it holds as many small files as make auto compaction fold it (50): what
+# auto compaction skipped (it is checked only where a commit adds small files). Compacting fewer would
+# leave the files it replaced on disk for the retention, which at a store's few live files is many times
+# the live data: after a 10-minute soak, 12x live after one run with 10 (1.0x after the next), for a
+# read of a bucket's files that costs little (bench.soak; docs/BENCHMARKS.md, "Maintenance").
+MIN_SMALL_FILES = AUTO_COMPACT_MIN_FILES
 OPERATION = "MAINTAIN"
 
 

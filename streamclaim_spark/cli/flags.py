@@ -4,12 +4,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
-from streamclaim_spark.core.config import Key
-from streamclaim_spark.core.config_loader import flag_overrides
+from streamclaim_spark.core.config import AppConfig, Key
+from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.errors import ConfigError
+
+
+def add_store_flags(parser: argparse.ArgumentParser, conf_dir_env: str) -> argparse._ArgumentGroup:
+    """The "where" flags: the conf folder (default ``$conf_dir_env`` or ./conf), the store, single-writer
+    mode; returns the group, for a job's own flags of that kind."""
+    where = parser.add_argument_group("where")
+    where.add_argument(
+        "--conf-dir",
+        default=os.environ.get(conf_dir_env, "conf"),
+        help=f"folder with base.toml and the optional local.toml (default ${conf_dir_env} or ./conf)",
+    )
+    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
+    where.add_argument(
+        "--single-writer",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
+    )
+    return where
 
 
 def add_spark_flags(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +70,32 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="also write the JSON summary to this file (spark-submit merges the job's stdout and stderr)",
     )
+
+
+# What every job exits with on bad flags or config.
+EXIT_CONFIG = 2
+
+
+def start_job(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str
+) -> tuple[argparse.Namespace, AppConfig] | int:
+    """Parses a job's flags, sets up its log on stderr and loads its config (conf/ files, then the
+    flags); an exit code (``EXIT_CONFIG``, said on stderr) instead when the flags or config are bad."""
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
+    logging.basicConfig(
+        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # py4j logs every connection it closes at INFO, some after the summary line.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    try:
+        return args, load_config(args.conf_dir, overrides_from(args))
+    except ConfigError as error:
+        sys.stderr.write(f"{prog}: config error: {error}\n")
+        sys.stderr.flush()
+        return EXIT_CONFIG
 
 
 def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:

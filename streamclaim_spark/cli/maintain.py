@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, overrides_from, print_line
+from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
 from streamclaim_spark.cli.recover import CONF_DIR_ENV, store_exists
 from streamclaim_spark.core.config import AppConfig
-from streamclaim_spark.core.config_loader import load_config
-from streamclaim_spark.errors import ConfigError, InvalidArgumentError, MaintenanceRefusedError, UnsafeObjectStoreError
+from streamclaim_spark.errors import InvalidArgumentError, MaintenanceRefusedError, UnsafeObjectStoreError
 from streamclaim_spark.fleet.maintenance import maintain
 from streamclaim_spark.state.session import session_from_config, writer_safety
 
@@ -47,19 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config, 3 no store at the path, "
         "4 refused (a streaming query would be left unable to restart).",
     )
-    where = parser.add_argument_group("where")
-    where.add_argument(
-        "--conf-dir",
-        default=os.environ.get(CONF_DIR_ENV, "conf"),
-        help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
-    )
-    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
-    where.add_argument(
-        "--single-writer",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
-    )
+    add_store_flags(parser, CONF_DIR_ENV)
     run = parser.add_argument_group("what the run keeps")
     run.add_argument(
         "--retain",
@@ -79,19 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs one maintenance of the configured store; returns the process exit code."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.conf_dir, overrides_from(args))
-    except ConfigError as error:
-        return _fail(EXIT_CONFIG, f"config error: {error}")
+    started = start_job(build_parser(), argv, PROG)
+    if isinstance(started, int):
+        return started
+    args, config = started
     try:
         return run_job(config, ignore_readers=args.ignore_readers, summary_file=args.summary_file)
     except Exception:

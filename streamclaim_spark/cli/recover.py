@@ -11,20 +11,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, overrides_from, print_line
+from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig
-from streamclaim_spark.core.config_loader import load_config
 from streamclaim_spark.core.retention import check_retention
 from streamclaim_spark.errors import (
-    ConfigError,
     InvalidArgumentError,
     MaintenanceRefusedError,
     StoreLayoutError,
@@ -66,19 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 success, 1 the run failed, 2 bad flags or config or a selection that matches no "
         "group, 3 no store at the path, 4 partial (some groups stayed contended and were skipped).",
     )
-    where = parser.add_argument_group("where")
-    where.add_argument(
-        "--conf-dir",
-        default=os.environ.get(CONF_DIR_ENV, "conf"),
-        help=f"folder with base.toml and the optional local.toml (default ${CONF_DIR_ENV} or ./conf)",
-    )
-    where.add_argument("--store", metavar="PATH", help="folder of the store [store.path]")
-    where.add_argument(
-        "--single-writer",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="promise that no other driver writes the store meanwhile (S3 without DynamoDB) [store.single_writer]",
-    )
+    where = add_store_flags(parser, CONF_DIR_ENV)
     where.add_argument(
         "--upgrade-layout",
         action="store_true",
@@ -122,6 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="after the run, compact, vacuum past store.history_retention and trim the log, as "
         'streamclaim-maintain does; its summary goes under "maintenance"',
     )
+    run.add_argument(
+        "--retain",
+        metavar="DURATION",
+        help='with --maintain: the history to keep from now on, e.g. "1h" [store.history_retention]',
+    )
     add_spark_flags(parser)
     add_output_flags(parser)
     return parser
@@ -129,20 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the recovery job; returns the process exit code."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # py4j logs every connection it closes at INFO, some after the summary line.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.conf_dir, overrides_from(args))
-    except ConfigError as error:
-        return _fail(EXIT_CONFIG, f"config error: {error}")
+    started = start_job(build_parser(), argv, PROG)
+    if isinstance(started, int):
+        return started
+    args, config = started
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
         return run_job(

@@ -107,7 +107,9 @@ def compact(spark: SparkSession, path: str, rows_per_file: int) -> Compaction:
     buckets = crowded_buckets(spark, path, small)
     if buckets is not None and not buckets:
         return Compaction()
-    where = "" if not buckets else " WHERE " + " OR ".join(_partition_filter(bucket) for bucket in buckets)
+    # Every bucket on Spark Connect (None), and an unpartitioned table's only "bucket", need no filter.
+    named = [bucket for bucket in buckets or () if bucket is not None]
+    where = " WHERE " + " OR ".join(f"{C.BUCKET} = '{bucket}'" for bucket in named) if named else ""
     values = {
         USER_METADATA: OPERATION,
         "spark.databricks.delta.optimize.minFileSize": str(small),
@@ -149,10 +151,6 @@ def crowded_buckets(spark: SparkSession, path: str, small: int) -> list[str | No
         .collect()
     )
     return sorted((row["bucket"] for row in counts), key=lambda bucket: bucket or "")
-
-
-def _partition_filter(bucket: str | None) -> str:
-    return "true" if bucket is None else f"{C.BUCKET} = '{bucket}'"
 
 
 def vacuum(spark: SparkSession, path: str) -> None:

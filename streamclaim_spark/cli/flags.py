@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from streamclaim_spark.core.config import AppConfig, Key
@@ -55,8 +55,9 @@ def add_spark_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_output_flags(parser: argparse.ArgumentParser) -> None:
-    """The job's own log level, and where its JSON summary goes besides stdout."""
+def add_output_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The job's own log level, and where its JSON summary goes besides stdout; returns the group, for a
+    job's own output flags."""
     output = parser.add_argument_group("output")
     output.add_argument(
         "--log-level",
@@ -70,6 +71,7 @@ def add_output_flags(parser: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="also write the JSON summary to this file (spark-submit merges the job's stdout and stderr)",
     )
+    return output
 
 
 # What every job exits with on bad flags or config.
@@ -77,10 +79,14 @@ EXIT_CONFIG = 2
 
 
 def start_job(
-    parser: argparse.ArgumentParser, argv: Sequence[str] | None, prog: str
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    prog: str,
+    overrides: Callable[[argparse.Namespace], dict[Key, tuple[Any, str]]] | None = None,
 ) -> tuple[argparse.Namespace, AppConfig] | int:
     """Parses a job's flags, sets up its log on stderr and loads its config (conf/ files, then the
-    flags); an exit code (``EXIT_CONFIG``, said on stderr) instead when the flags or config are bad."""
+    flags, as ``overrides`` turns them into keys: ``overrides_from`` by default); an exit code
+    (``EXIT_CONFIG``, said on stderr) instead when the flags or config are bad."""
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
@@ -91,7 +97,7 @@ def start_job(
     # py4j logs every connection it closes at INFO, some after the summary line.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
-        return args, load_config(args.conf_dir, overrides_from(args))
+        return args, load_config(args.conf_dir, (overrides or overrides_from)(args))
     except ConfigError as error:
         sys.stderr.write(f"{prog}: config error: {error}\n")
         sys.stderr.flush()

@@ -21,11 +21,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.cli.flags import start_job
 from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import SparkConfig
-from streamclaim_spark.core.config_loader import flag_overrides, load_config
-from streamclaim_spark.errors import ConfigError
+from streamclaim_spark.core.config import Key, SparkConfig
+from streamclaim_spark.core.config_loader import flag_overrides
 from streamclaim_spark.importer import DEFAULT_PAGE, ImportRefusedError, StreamCopy, import_redis
 from streamclaim_spark.importer.redis_reader import raw_replies, stream_keys
 from streamclaim_spark.state.session import session_from_config
@@ -82,19 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the import; returns the process exit code."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as exit_:
-        return exit_.code if isinstance(exit_.code, int) else EXIT_BAD_INPUT
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        config = load_config(args.conf_dir, {k: v for k, v in flag_overrides(args).items() if k[0] == "spark"})
-    except ConfigError as error:
-        return _fail(EXIT_BAD_INPUT, f"config error: {error}")
+    started = start_job(build_parser(), argv, PROG, overrides=_spark_overrides)
+    if isinstance(started, int):
+        return started
+    args, config = started
     return run_import(args, config.spark)
+
+
+def _spark_overrides(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
+    """The import reads only [spark] from conf/: its store and streams are its own flags."""
+    return {key: value for key, value in flag_overrides(args).items() if key[0] == "spark"}
 
 
 def run_import(args: argparse.Namespace, spark_config: SparkConfig, spark: SparkSession | None = None) -> int:

@@ -13,6 +13,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -34,6 +35,7 @@ from streamclaim_spark.fleet.recovery import (
     RecoverySelectionError,
     recover_stale,
 )
+from streamclaim_spark.metrics import PUSH_JOB, group_metrics, prometheus_registry, push, write_textfile
 from streamclaim_spark.state.delta_io import is_delta_table
 from streamclaim_spark.state.session import DELTA_PACKAGE, has_delta_jar, session_from_config, writer_safety
 from streamclaim_spark.state.tables import table_path, upgrade_layout
@@ -95,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-deliveries", type=int, metavar="N", help="highest delivery count still claimed [max_deliveries]"
     )
     run.add_argument(
+        "--backoff",
+        metavar="SCHEDULE",
+        help='wait longer after each delivery before claiming again: "1m,5m,30m,2h" (by delivery count, the '
+        'last repeating) or "10s..10m" (doubling); never less than --min-idle [backoff]',
+    )
+    run.add_argument(
         "--dry-run",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -113,7 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
         help='with --maintain: the history to keep from now on, e.g. "1h" [store.history_retention]',
     )
     add_spark_flags(parser)
-    add_output_flags(parser)
+    output = add_output_flags(parser)
+    output.add_argument(
+        "--metrics-file",
+        metavar="PATH",
+        help="after the run, write each selected group's metrics and the run's in Prometheus' text format "
+        "(node_exporter's textfile collector: a .prom file in its folder); the stale count uses --min-idle",
+    )
+    output.add_argument(
+        "--pushgateway",
+        metavar="URL",
+        help=f"after the run, push the same metrics to this Pushgateway, e.g. http://localhost:9091 (job {PUSH_JOB})",
+    )
     return parser
 
 
@@ -126,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
     try:
         return run_job(
-            config, summary_file=args.summary_file, upgrade=args.upgrade_layout, maintain=args.maintain_after_run
+            config,
+            summary_file=args.summary_file,
+            upgrade=args.upgrade_layout,
+            maintain=args.maintain_after_run,
+            metrics=MetricsTargets(args.metrics_file, args.pushgateway),
         )
     except Exception:
         log.exception("the run stopped on an unexpected error")
@@ -139,6 +162,7 @@ def run_job(
     summary_file: str | None = None,
     upgrade: bool = False,
     maintain: bool = False,
+    metrics: MetricsTargets | None = None,
 ) -> int:
     """Opens the configured store and runs recovery; prints the JSON summary; returns the exit code.
 
@@ -148,6 +172,7 @@ def run_job(
         summary_file: Also write the JSON summary to this file (default: stdout only).
         upgrade: Instead of a run, rewrite a store of an older layout into today's (tables.upgrade_layout).
         maintain: After a run that changed the store, run maintenance (``fleet.maintenance``) too.
+        metrics: Where to send the groups' and the run's metrics after the run (file, Pushgateway).
     """
     owned = spark is None and SparkSession.getActiveSession() is None
     session = spark if spark is not None else session_from_config(config.spark)
@@ -177,29 +202,42 @@ def run_job(
             store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
         except StoreLayoutError as error:
             return _fail(EXIT_CONFIG, f"{error} (or run {PROG} --upgrade-layout --store {config.store.path})")
-        retain_ms = config.store.history_retention_ms
-        if maintain and retain_ms is not None:
-            try:
-                check_retention(retain_ms, "--retain / store.history_retention")
-            except InvalidArgumentError as error:
-                return _fail(EXIT_CONFIG, str(error))
-        try:
-            report = recover_stale(store, config.recover_stale)
-        except RecoverySelectionError as error:
-            return _fail(EXIT_CONFIG, f"selection error: {error}")
-        except RecoveryFailedError as error:
-            print_summary(error.report, summary_file)
-            return _fail(EXIT_RUN_FAILED, str(error))
-        summary = report.to_json()
-        if maintain and not config.recover_stale.dry_run:
-            summary["maintenance"] = maintenance_summary(store, config)
-        print_line(summary, summary_file)
-        if report.status == PARTIAL:
-            return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
-        return EXIT_OK
+        return _recover_and_report(store, config, summary_file, maintain, metrics or MetricsTargets())
     finally:
         if owned:
             session.stop()
+
+
+def _recover_and_report(
+    store: StreamStore, config: AppConfig, summary_file: str | None, maintain: bool, metrics: MetricsTargets
+) -> int:
+    """Runs recovery on the opened store, then maintenance and metrics as asked; prints the JSON summary;
+    returns the exit code."""
+    retain_ms = config.store.history_retention_ms
+    if maintain and retain_ms is not None:
+        try:
+            check_retention(retain_ms, "--retain / store.history_retention")
+        except InvalidArgumentError as error:
+            return _fail(EXIT_CONFIG, str(error))
+    try:
+        report = recover_stale(store, config.recover_stale)
+    except RecoverySelectionError as error:
+        return _fail(EXIT_CONFIG, f"selection error: {error}")
+    except RecoveryFailedError as error:
+        failed = error.report.to_json()
+        if metrics.wanted:
+            failed["metrics"] = metrics_summary(store.spark, config, error.report, metrics)
+        print_line(failed, summary_file)
+        return _fail(EXIT_RUN_FAILED, str(error))
+    summary = report.to_json()
+    if maintain and not config.recover_stale.dry_run:
+        summary["maintenance"] = maintenance_summary(store, config)
+    if metrics.wanted:
+        summary["metrics"] = metrics_summary(store.spark, config, report, metrics)
+    print_line(summary, summary_file)
+    if report.status == PARTIAL:
+        return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
+    return EXIT_OK
 
 
 def store_exists(spark: SparkSession, path: str) -> bool:
@@ -217,9 +255,37 @@ def maintenance_summary(store: StreamStore, config: AppConfig) -> dict[str, Any]
         return {"refused": str(refused)}
 
 
-def print_summary(report: RecoveryReport, summary_file: str | None = None) -> None:
-    """The run's JSON summary, one line on stdout (and in ``summary_file`` when given)."""
-    print_line(report.to_json(), summary_file)
+@dataclass(frozen=True)
+class MetricsTargets:
+    """Where the job sends metrics after a run: a Prometheus text file, a Pushgateway, both or neither."""
+
+    file: str | None = None
+    pushgateway: str | None = None
+
+    @property
+    def wanted(self) -> bool:
+        return self.file is not None or self.pushgateway is not None
+
+
+def metrics_summary(
+    session: SparkSession, config: AppConfig, report: RecoveryReport, targets: MetricsTargets
+) -> dict[str, Any]:
+    """Sends the selected groups' metrics (stale at the run's min_idle) and the run's; a failure to read or
+    send them is reported, not raised: the run itself is over, and its exit code stays the run's."""
+    options = config.recover_stale
+    summary: dict[str, Any] = {"file": targets.file, "pushgateway": targets.pushgateway, "error": None}
+    try:
+        groups = group_metrics(session, config.store.path, options.min_idle_ms, options.streams, options.groups)
+        registry = prometheus_registry(groups, report)
+        summary["groups"] = len(groups)
+        if targets.file is not None:
+            write_textfile(targets.file, registry)
+        if targets.pushgateway is not None:
+            push(targets.pushgateway, registry)
+    except Exception as error:
+        log.error("metrics not sent: %s: %s", type(error).__name__, error)
+        summary["error"] = f"{type(error).__name__}: {error}"
+    return summary
 
 
 def _fail(code: int, message: str) -> int:

@@ -14,9 +14,14 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from streamclaim_spark.core.backoff import Backoff, parse_backoff
+from streamclaim_spark.core.durations import parse_duration_ms
 from streamclaim_spark.errors import ConfigError, InvalidArgumentError, InvalidConfigValueError
+
+if TYPE_CHECKING:
+    from streamclaim_spark.core.policies import RecoveryPolicy
 
 DEFAULT_DATABASE = "streamclaim"
 
@@ -25,12 +30,9 @@ ASSIGN_MODES: tuple[Assign, ...] = ("consumer", "live", "nack")
 # Levels log4j (and SparkContext.setLogLevel) accept.
 LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
 
-_DURATION_UNITS_MS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d)?\s*$")
 _MEMORY = re.compile(r"^\d+[kmgt]b?$", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_DURATION_FIX = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "1d", or an integer of milliseconds'
 
 Key = tuple[str, ...]
 Parser = Callable[[Any], Any]
@@ -89,17 +91,6 @@ _assign = _parser(
     'must be "consumer" (one recovery consumer), "live" (spread over live consumers) or "nack" '
     "(give them back to their group, as XNACK FAIL does)",
 )
-
-
-def parse_duration_ms(value: Any) -> int:
-    """Milliseconds from an integer (ms) or a string with a unit: ``"250ms"``, ``"90s"``, ``"5m"``, ``"2h"``."""
-    if type(value) is int and value >= 0:
-        return value
-    match = _DURATION.match(value) if isinstance(value, str) else None
-    if match:
-        return int(match.group(1)) * _DURATION_UNITS_MS[match.group(2) or "ms"]
-    problem = "must not be negative" if type(value) is int else "is not a duration"
-    raise InvalidConfigValueError(f"{problem}; {_DURATION_FIX}")
 
 
 def spark_value(value: Any) -> str:
@@ -230,6 +221,11 @@ class RecoveryOptions:
         dead_letter: Dead-letter entries delivered more than ``max_deliveries`` times.
         max_deliveries: Highest delivery count an entry may have and still be claimed (default 10).
         dry_run: Report what the run would do and change nothing.
+        backoff: An entry delivered ``n`` times is stale only once idle for the larger of ``min_idle_ms``
+            and the schedule's step for ``n`` (``"1m,5m,30m,2h"``, ``"10s..10m"``; core/backoff.py);
+            default none: ``min_idle_ms`` for every entry.
+        policies: Per-group policies, first match wins (``[[jobs.recover_stale.policies]]``,
+            core/policies.py); a group no policy names takes these options.
     """
 
     TABLE: ClassVar[Key] = ("jobs", "recover_stale")
@@ -243,6 +239,8 @@ class RecoveryOptions:
     dead_letter: bool = field(default=True, metadata=conf_key(_boolean))
     max_deliveries: int = field(default=10, metadata=conf_key(_positive_int))
     dry_run: bool = field(default=False, metadata=conf_key(_boolean))
+    backoff: Backoff | None = field(default=None, metadata=conf_key(parse_backoff))
+    policies: tuple[RecoveryPolicy, ...] = ()
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:

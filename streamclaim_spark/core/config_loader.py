@@ -29,6 +29,7 @@ from streamclaim_spark.core.config import (
     resolve_store_path,
     spark_value,
 )
+from streamclaim_spark.core.policies import RecoveryPolicy, parse_policies
 from streamclaim_spark.errors import ConfigError
 
 BASE_FILE = "base.toml"
@@ -43,6 +44,8 @@ _SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig)
 # Every key a file may set. ``spark.conf`` takes any ``spark.*`` key.
 _LEAVES: dict[Key, ConfKey] = {key: declared for section in _SECTIONS for _, key, declared in conf_keys(section)}
 SPARK_CONF: Key = (*SparkConfig.TABLE, "conf")
+# Per-group policies: an array of tables, read whole (core/policies.py); a later file's replace an earlier's.
+POLICIES: Key = (*RecoveryOptions.TABLE, "policies")
 # Settings with a typed key of their own, so there is one place to set them.
 _TYPED_SPARK_KEYS = {
     declared.spark: declared.through or f"[{dotted(key[:-1])}] {key[-1]}"
@@ -54,7 +57,7 @@ _TABLES = {key[:i] for key in (*_LEAVES, SPARK_CONF) for i in range(1, len(key))
 
 def known_keys() -> Iterable[str]:
     """Every key the files may set, dotted (``spark.conf`` stands for any ``spark.*`` setting)."""
-    return [dotted(key) for key in (*_LEAVES, SPARK_CONF)]
+    return [dotted(key) for key in (*_LEAVES, SPARK_CONF, POLICIES)]
 
 
 def flag_overrides(args: object) -> dict[Key, tuple[Any, str]]:
@@ -85,7 +88,7 @@ def _flatten(table: Mapping[str, Any], origin: str, prefix: Key = ()) -> dict[Ke
             if not isinstance(value, dict):
                 raise ConfigError(f"{origin}: {dotted(key)} must be a table; write it as [{dotted(key)}]")
             leaves.update(_flatten(value, origin, key))
-        elif key in _LEAVES:
+        elif key in _LEAVES or key == POLICIES:
             leaves[key] = value
         else:
             raise ConfigError(f"{origin}: unknown key {dotted(key)}; {_suggest(key)}")
@@ -107,7 +110,7 @@ def _suggest(key: Key) -> str:
     """The keys allowed next to ``key``, and the closest one to what was written."""
     prefix = key[:-1]
     depth = len(prefix)
-    siblings = sorted({k[depth] for k in (*_LEAVES, *_TABLES) if len(k) > depth and k[:depth] == prefix})
+    siblings = sorted({k[depth] for k in (*_LEAVES, *_TABLES, POLICIES) if len(k) > depth and k[:depth] == prefix})
     close = difflib.get_close_matches(key[-1], siblings, n=1)
     hint = f"did you mean {dotted((*key[:-1], close[0]))}? " if close else ""
     where = f"[{dotted(key[:-1])}]" if len(key) > 1 else "the top level"
@@ -166,10 +169,14 @@ def load_config(
     if merged[path_key][1] in {str(p) for p in layers}:
         store_path = resolve_store_path(store_path, folder.resolve().parent)
     spark_conf = {key[-1]: parsed(merged, key, spark_value) for key in sorted(merged) if key[:-1] == SPARK_CONF}
+    policies: tuple[RecoveryPolicy, ...] = ()
+    if POLICIES in merged:
+        value, origin = merged[POLICIES]
+        policies = parse_policies(value, origin, Path(origin).read_text())
     return AppConfig(
         store=_build(merged, StoreConfig, path=store_path),
         spark=_build(merged, SparkConfig, conf=spark_conf),
-        recover_stale=_build(merged, RecoveryOptions),
+        recover_stale=_build(merged, RecoveryOptions, policies=policies),
         sources=tuple(str(p) for p in layers),
         server=_build(merged, ServerConfig),
     )

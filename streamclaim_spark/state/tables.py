@@ -177,6 +177,9 @@ DEAD_LETTER_SCHEMA = StructType(
         StructField(C.DELIVERY_COUNT, LongType()),
         StructField(C.DELIVERY_TIME_MS, LongType()),  # its last delivery, Unix ms
         StructField(C.FIELDS, ArrayType(FIELD_PAIR)),  # null when the stream entry had been deleted
+        # Why: "max-deliveries exceeded (12 > 10)", or "XNACK FATAL" for an entry its consumer gave up on;
+        # null in rows copied before the column existed (the next copy adds it: mergeSchema).
+        StructField("reason", StringType()),
     ]
 )
 
@@ -216,6 +219,8 @@ RECOVERY_RUNS_SCHEMA = StructType(
         # "multi-writer", or "single-writer" when the store was opened on that promise (docs/DEPLOY.md);
         # null in rows written before the column existed.
         StructField("writer_mode", StringType()),
+        # The backoff schedule as written (core/backoff.py); null without one, and in older rows.
+        StructField("backoff", StringType()),
     ]
 )
 

@@ -10,6 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
+from streamclaim_spark.core.backoff import parse_backoff
 from streamclaim_spark.fleet.claims import in_place
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
@@ -95,6 +96,31 @@ def test_claim_stale_filters_by_delivery_count_and_purges_deleted_entries(
     actual = result.claimed.select("stream", "group_name", "id", "owner", "delivery_count")
     assert_df_equality(actual, expected, ignore_nullable=True)
     assert store.execute("XPENDING", "audit", "g")[0] == 9
+
+
+def test_claim_stale_with_a_backoff_waits_the_step_of_each_entry_delivery_count(
+    recovering_store: StreamStore, clock: ManualClock
+) -> None:
+    store = recovering_store
+    selection = {
+        key: StaleSelection(0, streams=(key,), backoff=parse_backoff("30m,2h")) for key in ("audit", "orders-1")
+    }
+    failing = [f"{T0}-1", f"{T0}-2"]
+    for key in selection:  # e1 and e2 failed often: delivered 7 times, last an hour ago
+        store.execute("XCLAIM", key, "g", "dead", "0", *failing, "IDLE", str(HOUR), "RETRYCOUNT", "7", "JUSTID")
+    store.execute("XDEL", "orders-1", f"{T0}-3")  # a purge: orders-1 is claimed by a MERGE, audit in place
+
+    counts = [store.claim_stale(selection[key], "rescuer").counts for key in selection]
+
+    # Delivered once and idle an hour: past the 30-minute step. Delivered 7 times: the 2-hour step.
+    assert counts == [{("audit", "g"): (8, 0)}, {("orders-1", "g"): (7, 1)}]
+    for key in selection:
+        assert store.execute("XPENDING", key, "g", "-", "+", "10", "dead") == [
+            [entry, "dead", HOUR, 7] for entry in failing
+        ]
+    # An hour later only they are stale: the 8 claimed now have 2 deliveries, idle an hour of their 2.
+    clock.now += HOUR
+    assert store.claim_stale(selection["audit"], "rescuer").counts == {("audit", "g"): (2, 0)}
 
 
 def test_claim_stale_dry_run_reports_without_committing(recovering_store: StreamStore) -> None:

@@ -29,8 +29,11 @@ from pyspark.sql.types import StructType
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.backoff import parse_backoff
 from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.integers import LLONG_MAX
 from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
+from streamclaim_spark.core.policies import RecoveryPolicy
 from streamclaim_spark.fleet.recovery import GroupReport, RecoveryFailedError, recover_stale, rounds
 from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.state.columns import id_text
@@ -111,7 +114,19 @@ def at(ms: int) -> datetime:
 
 def dead_letter(run_id: str, entry: int) -> tuple[object, ...]:
     """The dead_letters row of poison entry ``orders`` e<entry> copied by ``run_id`` at T_RUN."""
-    return (run_id, at(T_RUN), "orders", "billing", ORDERS[entry], "bob", 11, T0, [(b"n", str(entry).encode())])
+    fields = [(b"n", str(entry).encode())]
+    return (
+        run_id,
+        at(T_RUN),
+        "orders",
+        "billing",
+        ORDERS[entry],
+        "bob",
+        11,
+        T0,
+        fields,
+        "max-deliveries exceeded (11 > 10)",
+    )
 
 
 # Pending rows no run touches: not stale at T_RUN.
@@ -124,6 +139,9 @@ FRESH = [
 def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_consumer(
     spark: SparkSession, store: StreamStore
 ) -> None:
+    # p1's consumer gives up on it: XNACK FATAL sets its delivery count to 2^63 - 1.
+    assert store.execute("XNACK", "payments", "billing", "FATAL", "IDS", "1", PAYMENTS[1]) == 1
+
     report = recover_stale(store, OPTIONS, run_id="run-1")
 
     assert report.status == "succeeded" and report.recorded
@@ -131,21 +149,31 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
         GroupReport(
             "orders", "billing", scanned=8, stale=6, claimed=3, purged=1, dead_lettered=2, owners=("recovery",)
         ),
-        GroupReport("payments", "billing", scanned=2, stale=2, claimed=2, owners=("recovery",)),
+        GroupReport("payments", "billing", scanned=2, stale=2, claimed=1, dead_lettered=1, owners=("recovery",)),
     )
+    assert report.to_json()["dead_letter_reasons"] == {"XNACK FATAL": 1, "max-deliveries exceeded": 2}
     claimed = [("orders", "billing", ORDERS[i], "recovery", T_RUN, 2) for i in (0, 1, 3)] + [
-        ("payments", "billing", PAYMENTS[i], "recovery", T_RUN, 2) for i in (0, 1)
+        ("payments", "billing", PAYMENTS[0], "recovery", T_RUN, 2)
     ]
-    # e2 was purged (its stream entry is gone); e4 and e5 left the PEL as dead letters.
+    # e2 was purged (its stream entry is gone); e4, e5 and p1 left the PEL as dead letters.
     assert_df_equality(
         pending(store),
         spark.createDataFrame(claimed + FRESH, PENDING_SCHEMA),
         ignore_row_order=True,
         ignore_nullable=True,
     )
+    nacked_at = NACK_ZONE_BASE + T_RUN * NACK_SLOTS_PER_MS
+    fatal = ("run-1", at(T_RUN), "payments", "billing", PAYMENTS[1], None, LLONG_MAX, nacked_at, [(b"n", b"1")])
     assert_df_equality(
         dead_letters(store),
-        spark.createDataFrame([dead_letter("run-1", 4), dead_letter("run-1", 5)], DEAD_LETTER_SCHEMA),
+        spark.createDataFrame(
+            [
+                dead_letter("run-1", 4),
+                dead_letter("run-1", 5),
+                (*fatal, "XNACK FATAL"),
+            ],
+            DEAD_LETTER_SCHEMA,
+        ),
         ignore_row_order=True,
         ignore_nullable=True,
     )
@@ -153,7 +181,24 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
     assert_df_equality(
         runs.drop("groups"),
         spark.createDataFrame(
-            [("run-1", at(T_RUN), at(T_RUN), "succeeded", None, 10 * MIN, "consumer", 10, 10, 5, 2, 0, "multi-writer")],
+            [
+                (
+                    "run-1",
+                    at(T_RUN),
+                    at(T_RUN),
+                    "succeeded",
+                    None,
+                    10 * MIN,
+                    "consumer",
+                    10,
+                    10,
+                    4,
+                    3,
+                    0,
+                    "multi-writer",
+                    None,
+                )
+            ],
             runs.drop("groups").schema,
         ),
     )
@@ -163,7 +208,7 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
         spark.createDataFrame(
             [
                 ("orders", "billing", 8, 6, 3, 1, 2, 0, 0, ["recovery"]),
-                ("payments", "billing", 2, 2, 2, 0, 0, 0, 0, ["recovery"]),
+                ("payments", "billing", 2, 2, 1, 0, 1, 0, 0, ["recovery"]),
             ],
             RECOVERY_GROUP_SCHEMA,
         ),
@@ -221,6 +266,49 @@ def test_nack_assignment_gives_stale_entries_back_to_their_group_behind_those_al
     ]
 
 
+def test_one_run_recovers_three_groups_by_three_policies_in_one_claim_commit(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    clock.now = T0 + 52 * MIN  # a third group: orders/shipping, every live entry delivered to dan
+    assert store.execute("XGROUP", "CREATE", "orders", "shipping", "0") == "OK"
+    assert store.deliver("orders", "shipping", "dan").count == 7
+    clock.now = T_RUN
+    policies = (
+        RecoveryPolicy(streams=("payments",), assign="nack", name="give payments back"),
+        RecoveryPolicy(groups=("shipping",), min_idle_ms=5 * MIN, name="impatient shipping"),
+        RecoveryPolicy(streams=("orders",), max_deliveries=20, name="patient orders"),
+    )
+    version = latest_version(store.session(), store.state_path)
+
+    report = recover_stale(store, replace(OPTIONS, policies=policies), run_id="run-p")
+
+    # orders/billing: e4 e5 (11 deliveries) are claimed, not dead-lettered (policy 3); orders/shipping:
+    # idle 8 minutes, stale after 5 (policy 2, the run's 10 would leave them); payments/billing: given back.
+    assert report.groups == (
+        GroupReport("orders", "billing", scanned=8, stale=6, claimed=5, purged=1, owners=("recovery",), policy=3),
+        GroupReport("orders", "shipping", scanned=7, stale=7, claimed=7, owners=("recovery",), policy=2),
+        GroupReport("payments", "billing", scanned=2, stale=2, claimed=2, policy=1),
+    )
+    slot = NACK_ZONE_BASE + T_RUN * NACK_SLOTS_PER_MS
+    billing = [("orders", "billing", ORDERS[i], "recovery", T_RUN, 2 if i < 4 else 12) for i in (0, 1, 3, 4, 5)]
+    shipping = [("orders", "shipping", ORDERS[i], "recovery", T_RUN, 2) for i in (0, 1, 3, 4, 5, 6, 7)]
+    given_back = [("payments", "billing", PAYMENTS[i], None, slot + i, 1) for i in (0, 1)]
+    assert_df_equality(
+        pending(store),
+        spark.createDataFrame(billing + shipping + given_back + FRESH, PENDING_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    # The commits of a run with one policy: one claim commit on the state table (nothing to dead-letter).
+    assert latest_version(store.session(), store.state_path) == version + 1
+    assert not Path(table_path(store.path, C.DEAD_LETTER_TABLE_DIR)).exists()
+    summary = report.to_json()
+    assert [p["name"] for p in summary["options"]["policies"]] == [p.name for p in policies]
+    assert [g["policy"] for g in summary["groups"]] == [3, 2, 1]
+
+
 def test_a_dry_run_reports_what_a_run_would_do_and_writes_nothing(store: StreamStore) -> None:
     version = latest_version(store.session(), store.state_path)
 
@@ -237,10 +325,10 @@ def test_a_dry_run_reports_what_a_run_would_do_and_writes_nothing(store: StreamS
     assert not Path(table_path(store.path, C.RECOVERY_RUNS_TABLE_DIR)).exists()
 
 
-def test_a_run_log_made_before_writer_mode_existed_gains_the_column_on_the_next_run(
+def test_a_run_log_made_before_writer_mode_and_backoff_existed_gains_the_columns_on_the_next_run(
     spark: SparkSession, store: StreamStore
 ) -> None:
-    old_schema = StructType([f for f in RECOVERY_RUNS_SCHEMA.fields if f.name != "writer_mode"])
+    old_schema = StructType([f for f in RECOVERY_RUNS_SCHEMA.fields if f.name not in ("writer_mode", "backoff")])
     old_row: tuple[object, ...] = ("run-0", at(T0), at(T0), "succeeded", None, 10 * MIN, "consumer", 10, 0, 0, 0, 0, [])
     path = table_path(store.path, C.RECOVERY_RUNS_TABLE_DIR)
     spark.createDataFrame([old_row], old_schema).write.format("delta").save(path)
@@ -249,7 +337,59 @@ def test_a_run_log_made_before_writer_mode_existed_gains_the_column_on_the_next_
 
     runs = spark.read.format("delta").load(path)
     assert runs.columns == RECOVERY_RUNS_SCHEMA.names
-    assert sorted(runs.select("run_id", "writer_mode").collect()) == [("run-0", None), ("run-1", "multi-writer")]
+    assert sorted(runs.select("run_id", "writer_mode", "backoff").collect()) == [
+        ("run-0", None, None),
+        ("run-1", "multi-writer", None),
+    ]
+
+
+def test_with_a_backoff_an_entry_delivered_more_often_waits_longer_before_it_is_claimed_again(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    clock = store.clock
+    assert isinstance(clock, ManualClock)
+    options = replace(OPTIONS, backoff=parse_backoff("1m,90m"))
+
+    first = recover_stale(store, options, run_id="run-1")
+    clock.now = T_RUN + 20 * MIN
+    second = recover_stale(store, options, run_id="run-2")
+    clock.now = T0 + 150 * MIN
+    third = recover_stale(store, options, run_id="run-3")
+
+    # At T_RUN an entry delivered once waits min_idle (10 min, above its 1-minute step): e0 e1 e3 p0 p1 are
+    # claimed; e4 e5 (11 deliveries, idle 60 min) wait 90 minutes, so they are not dead-lettered yet.
+    # Twenty minutes later the claimed entries (2 deliveries) wait their 90 minutes; e6 e7 (1) are claimed.
+    # At T0 + 150 min e4 e5 are dead-lettered and the first run's claims (idle 90 min) are claimed again.
+    assert [first.groups, second.groups, third.groups] == [
+        (
+            GroupReport("orders", "billing", scanned=8, stale=4, claimed=3, purged=1, owners=("recovery",)),
+            GroupReport("payments", "billing", scanned=2, stale=2, claimed=2, owners=("recovery",)),
+        ),
+        (
+            GroupReport("orders", "billing", scanned=7, stale=2, claimed=2, owners=("recovery",)),
+            GroupReport("payments", "billing", scanned=2),
+        ),
+        (
+            GroupReport("orders", "billing", scanned=7, stale=5, claimed=3, dead_lettered=2, owners=("recovery",)),
+            GroupReport("payments", "billing", scanned=2, stale=2, claimed=2, owners=("recovery",)),
+        ),
+    ]
+    again = [("orders", "billing", ORDERS[i], "recovery", T0 + 150 * MIN, 3) for i in (0, 1, 3)] + [
+        ("payments", "billing", PAYMENTS[i], "recovery", T0 + 150 * MIN, 3) for i in (0, 1)
+    ]
+    waiting = [("orders", "billing", ORDERS[i], "recovery", T_RUN + 20 * MIN, 2) for i in (6, 7)]
+    assert_df_equality(
+        pending(store),
+        spark.createDataFrame(again + waiting, PENDING_SCHEMA),
+        ignore_row_order=True,
+        ignore_nullable=True,
+    )
+    assert third.to_json()["options"]["backoff"] == "1m,90m"
+    assert sorted(recovery_runs(store).select("run_id", "backoff").collect()) == [
+        ("run-1", "1m,90m"),
+        ("run-2", "1m,90m"),
+        ("run-3", "1m,90m"),
+    ]
 
 
 def test_a_crash_between_copy_and_ack_duplicates_dead_letters_but_loses_no_entry(

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -192,7 +193,8 @@ def test_spark_submit_runs_the_job_and_its_maintenance_and_leaves_the_tables_as_
     command = [str(SPARK_SUBMIT), "--master", "local[1]", "--packages", DELTA_PACKAGE]
     command += ["--conf", "spark.ui.enabled=false", str(JOB), "--conf-dir", str(conf_dir)]
     command += ["--store", store.path, "--max-deliveries", "3", "--summary-file", str(tmp_path / "summary.json")]
-    command += ["--maintain"]
+    command += ["--maintain", "--backoff", "1m,1h"]  # e0 (5 deliveries) is idle past its 1-hour step
+    command += ["--metrics-file", str(tmp_path / "recover.prom")]
 
     job = subprocess.run(command, capture_output=True, text=True, env=job_env(), cwd=tmp_path, timeout=900)
 
@@ -203,6 +205,7 @@ def test_spark_submit_runs_the_job_and_its_maintenance_and_leaves_the_tables_as_
     summary = json.loads(printed)
     assert (summary["status"], summary["dry_run"], summary["recorded"]) == ("succeeded", False, True)
     assert summary["options"]["min_idle_ms"] == 30 * 60_000  # from local.toml
+    assert summary["options"]["backoff"] == "1m,1h"
     # --maintain: each of the store's tables maintained after the run, within Delta's 7 days of history.
     maintenance = summary["maintenance"]
     assert (maintenance["retention"], sorted(maintenance["tables"])) == (
@@ -241,6 +244,35 @@ def test_spark_submit_runs_the_job_and_its_maintenance_and_leaves_the_tables_as_
     assert runs.select("run_id", "status", "claimed", "dead_lettered").collect() == [
         (summary["run_id"], "succeeded", 3, 1)
     ]
+    # --metrics-file: the group's numbers after the run and the run's own, parsed by the client library.
+    metrics_file = str(tmp_path / "recover.prom")
+    assert summary["metrics"] == {"file": metrics_file, "pushgateway": None, "error": None, "groups": 1}
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families((tmp_path / "recover.prom").read_text())
+        for sample in family.samples
+    }
+    group = (("group", "billing"), ("stream", "orders"))
+    oldest = samples.pop(("streamclaim_oldest_pending_idle_seconds", group))
+    ended = samples.pop(("streamclaim_recovery_last_run_timestamp_seconds", ()))
+    took = samples.pop(("streamclaim_recovery_last_run_duration_seconds", ()))
+    assert samples == {
+        ("streamclaim_pending_entries", group): 3,
+        ("streamclaim_stale_entries", group): 0,  # just claimed; stale means idle 30 minutes (--min-idle)
+        ("streamclaim_nacked_entries", group): 0,
+        ("streamclaim_group_lag", group): 0,
+        ("streamclaim_consumers", group): 2,  # alice, recovery
+        ("streamclaim_max_delivery_count", group): 2,
+        ("streamclaim_dead_letters_last_day", group): 1,
+        ("streamclaim_stale_after_seconds", ()): 1800,
+        ("streamclaim_recovery_last_run_success", ()): 1,
+        ("streamclaim_recovery_last_run_entries", (("outcome", "claimed"),)): 3,
+        ("streamclaim_recovery_last_run_entries", (("outcome", "purged"),)): 0,
+        ("streamclaim_recovery_last_run_entries", (("outcome", "dead_lettered"),)): 1,
+        ("streamclaim_recovery_last_run_skipped_groups", ()): 0,
+    }
+    assert 0 <= oldest < 600 and 0 <= took < 600
+    assert abs(ended - time.time()) < 900
 
 
 @pytest.mark.slow

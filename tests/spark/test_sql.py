@@ -215,6 +215,75 @@ def test_recovery_runs_per_group(spark: SparkSession, store: StreamStore) -> Non
     ]
 
 
+def test_groups_needing_attention(spark: SparkSession, store: StreamStore, times: Times) -> None:
+    rows, before, after = timed(spark, doc_queries()["groups_needing_attention"])
+
+    # billing: e2..e4 idle since D2 + 1h, e5 (7 deliveries) since R - 2h, held by "recovery"; alice holds
+    # nothing; e1 dead-lettered at D2 + 1h (within a day), e0 at D1 + 1h (not). shipping: dan holds all six,
+    # three idle 2 hours and three 5 minutes (stale at the default 5 minutes). Both groups read every entry.
+    billing, shipping = rows
+    assert tuple(billing)[:4] + tuple(billing)[5:] == ("orders", "billing", 4, 4, 7, 0, 2, 1)
+    assert tuple(shipping)[:4] + tuple(shipping)[5:] == ("orders", "shipping", 6, 6, 1, 0, 1, 0)
+    assert within(billing.oldest_idle_ms + times.d2 + HOUR, before, after)
+    assert within(shipping.oldest_idle_ms + times.r - 2 * HOUR, before, after)
+    # Another threshold: what is idle an hour.
+    hourly = sql.metrics_sql(store.path, sql.view_queries(store.path)["groups"], HOUR)
+    assert sorted((r.group_name, r.stale, r.stale_after_ms) for r in spark.sql(hourly).collect()) == [
+        ("billing", 4, HOUR),
+        ("shipping", 3, HOUR),
+    ]
+
+
+# Each group's lag in test_the_groups_view_lag_is_what_xinfo_groups_replies, as Redis 7 counts it: None
+# where a group's position lies before a tombstone and its entries-read is unknown, or past the last entry.
+LAGS = {
+    ("s1", "all"): 0,
+    ("s1", "none"): 5,
+    ("s1", "two"): 3,
+    ("s1", "future"): None,
+    ("s1", "told"): 2,  # ENTRIESREAD 3 at the last entry: Redis trusts it
+    ("s2", "before"): None,
+    ("s2", "after"): 0,
+    ("s2", "set"): None,
+    ("s3", "g"): 0,
+    ("s4", "g"): 0,  # every entry deleted: nothing left to deliver
+}
+
+
+def test_the_groups_view_lag_is_what_xinfo_groups_replies(spark: SparkSession, tmp_path: Path) -> None:
+    store = StreamStore.open(str(tmp_path / "lag"), spark=spark, clock=ManualClock(1_000))
+    pipe = store.pipeline()
+    for key in ("s1", "s2"):
+        for i in range(1, 6):
+            pipe.execute_command("XADD", key, f"{i}-1", "n", str(i))
+    for key, group, start in (("s1", "all", "0"), ("s1", "none", "0"), ("s1", "two", "0"), ("s1", "future", "9-9")):
+        pipe.execute_command("XGROUP", "CREATE", key, group, start)
+    pipe.execute_command("XGROUP", "CREATE", "s1", "told", "$", "ENTRIESREAD", "3")
+    pipe.execute_command("XREADGROUP", "GROUP", "all", "c", "STREAMS", "s1", ">")
+    pipe.execute_command("XREADGROUP", "GROUP", "two", "c", "COUNT", "2", "STREAMS", "s1", ">")
+    # s2: a tombstone (3-1) after one group's position and before another's; a position set by SETID.
+    for group in ("before", "after", "set"):
+        pipe.execute_command("XGROUP", "CREATE", "s2", group, "0")
+    pipe.execute_command("XREADGROUP", "GROUP", "after", "c", "STREAMS", "s2", ">")
+    pipe.execute_command("XDEL", "s2", "3-1")
+    pipe.execute_command("XGROUP", "SETID", "s2", "set", "1-1")
+    # s3: empty since MKSTREAM; s4: every entry deleted.
+    pipe.execute_command("XGROUP", "CREATE", "s3", "g", "$", "MKSTREAM")
+    pipe.execute_command("XADD", "s4", "1-1", "n", "1").execute_command("XADD", "s4", "2-1", "n", "2")
+    pipe.execute_command("XGROUP", "CREATE", "s4", "g", "0").execute_command("XDEL", "s4", "1-1", "2-1")
+    pipe.execute()
+
+    replies = [store.execute("XINFO", "GROUPS", key) for key in ("s1", "s2", "s3", "s4")]
+    lags = {
+        (key, info["name"]): info["lag"]
+        for key, groups in zip(("s1", "s2", "s3", "s4"), replies, strict=True)
+        for info in (dict(zip(group[::2], group[1::2], strict=True)) for group in groups)
+    }
+    rows = spark.sql(sql.view_queries(store.path)["groups"]).collect()
+
+    assert {(row.stream, row.group_name): row.lag for row in rows} == lags == LAGS
+
+
 CHECKED: dict[str, Callable[..., None]] = {
     "delivery_counts_per_consumer": test_delivery_counts_per_consumer,
     "entries_delivered_more_than_n_times": test_entries_delivered_more_than_n_times,
@@ -222,6 +291,7 @@ CHECKED: dict[str, Callable[..., None]] = {
     "consumers_with_pending_and_no_recent_activity": test_consumers_with_pending_and_no_recent_activity,
     "dead_letters_per_day": test_dead_letters_per_day,
     "recovery_runs_per_group": test_recovery_runs_per_group,
+    "groups_needing_attention": test_groups_needing_attention,
 }
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from streamclaim_spark.core.backoff import Backoff
 from streamclaim_spark.core.config import (
     AppConfig,
     RecoveryOptions,
@@ -40,6 +41,8 @@ KEYS = [
     "jobs.recover_stale.dead_letter",
     "jobs.recover_stale.max_deliveries",
     "jobs.recover_stale.dry_run",
+    "jobs.recover_stale.backoff",
+    "jobs.recover_stale.policies",
     "server.bind",
     "server.port",
     "server.requirepass",
@@ -101,6 +104,7 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         '[spark.conf]\n"spark.x" = 1\n"spark.y" = true\n'
         '[jobs.recover_stale]\nstreams = ["o-*"]\ngroups = ["g"]\nmin_idle = "90s"\nassign = "nack"\n'
         'consumer = "c"\nlive_window = 5\ndead_letter = false\nmax_deliveries = 2\ndry_run = true\n'
+        'backoff = "1m,5m"\n'
         '[server]\nbind = "::1"\nport = 0\nrequirepass = "p"\nmax_clients = 2\nmax_bulk_bytes = 3\n'
         "max_arguments = 4\nallow_flush = true\nbatch_max_commands = 5\nbatch_max_bytes = 6\nmaintain = false\n"
         'maintain_every = "2m"\nmaintain_after_batches = 7\n',
@@ -119,7 +123,9 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         "spark.log.level": "ERROR",
         "spark.driver.memory": "2g",
     }
-    assert config.recover_stale == RecoveryOptions(90_000, ("o-*",), ("g",), "nack", "c", 5, False, 2, True)
+    assert config.recover_stale == RecoveryOptions(
+        90_000, ("o-*",), ("g",), "nack", "c", 5, False, 2, True, Backoff((60_000, 300_000), "1m,5m")
+    )
     assert config.server == ServerConfig("::1", 0, "p", 2, 3, 4, True, 5, 6, False, 120_000, 7)
 
 
@@ -128,6 +134,9 @@ def test_spark_settings_leave_the_master_and_app_name_to_the_builder() -> None:
 
 
 P = "local.toml: "
+BACKOFF = (
+    'write the steps by delivery count, e.g. "1m,5m,30m,2h" (the last repeats), or a doubling range such as "10s..10m"'
+)
 DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "1d", or an integer of milliseconds'
 
 
@@ -216,6 +225,11 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         (
             '[jobs.recover_stale]\nmin_idle = "soon"\n',
             f"jobs.recover_stale.min_idle = 'soon' is not a duration; {DURATION}",
+        ),
+        (
+            '[jobs.recover_stale]\nbackoff = "5m,1m"\n',
+            "jobs.recover_stale.backoff = '5m,1m' has a step shorter than the one before it (60000 ms after "
+            f"300000 ms); {BACKOFF}",
         ),
         (
             "[jobs.recover_stale]\nlive_window = -1\n",

@@ -27,7 +27,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "engine": ("engine",),
     "commands": ("commands",),
     "beyond redis": ("fleet",),
-    "edges": ("", "store", "pipeline", "sql", "demo", "server", "streaming", "importer", "cli", "testing"),
+    "edges": ("", "store", "pipeline", "sql", "metrics", "demo", "server", "streaming", "importer", "cli", "testing"),
 }
 PURE = ("errors", "pure core")
 SPARK_PACKAGES = ("pyspark", "delta", "py4j")

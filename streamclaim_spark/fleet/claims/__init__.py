@@ -7,6 +7,7 @@ with one UPDATE where they lie, ``batch`` holds ``claim_stale`` (falling back to
 
 from __future__ import annotations
 
+from streamclaim_spark.core.backoff import parse_backoff
 from streamclaim_spark.fleet.claims.claiming import ClaimRequest, claim_batch, claim_stale, requests_from
 from streamclaim_spark.fleet.claims.selection import (
     BatchClaim,
@@ -23,6 +24,7 @@ __all__ = [
     "claim_batch",
     "claim_stale",
     "claimed_frame",
+    "parse_backoff",
     "pending_with_fields",
     "requests_from",
     "selected_groups",

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
@@ -62,6 +62,7 @@ from streamclaim_spark.fleet.claims.selection import (
     claimed_frame,
     selected_groups,
 )
+from streamclaim_spark.fleet.claims.staleness import idle_cutoff
 from streamclaim_spark.state.columns import id_text
 
 if TYPE_CHECKING:
@@ -155,7 +156,7 @@ def _plan_claims(
             _claim_source(
                 stale.where((F.col(C.STREAM) == group.key) & (F.col(C.GROUP) == group.name)),
                 ctx,
-                ctx.now - selection.min_idle_ms,
+                idle_cutoff(ctx.now, selection.min_idle_ms, selection.backoff),
                 just_id,
             ),
             group_partition(group.key, group.name),
@@ -165,15 +166,16 @@ def _plan_claims(
             touch_consumer(ctx, group.key, group.name, owner)  # whether it existed before or not
 
 
-def _claim_source(stale: DataFrame, ctx: Context, cutoff: int, just_id: bool) -> DataFrame:
-    """MERGE source rows that claim (or purge) each stale row under the MERGE's own idle condition."""
+def _claim_source(stale: DataFrame, ctx: Context, cutoff: Column, just_id: bool) -> DataFrame:
+    """MERGE source rows that claim (or purge) each stale row under the MERGE's own idle condition
+    (``cutoff``: staleness.idle_cutoff, per row with a backoff)."""
     return source_of(
         stale,
         values={C.OWNER: F.col(NEW_OWNER), C.DELIVERY_TIME_MS: F.lit(ctx.now), C.TXN: F.lit(ctx.txn)},
         operations={
             OP_CLAIM: F.lit(True),
             CLAIM_LIVE: F.col(CLAIM_LIVE),
-            CLAIM_CUTOFF: F.lit(cutoff),
+            CLAIM_CUTOFF: cutoff,
             CLAIM_STEPS: F.lit(1),
             CLAIM_JUST_ID: F.lit(just_id),
             CLAIM_FORCE: F.lit(False),

@@ -75,7 +75,7 @@ def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[st
     groups = selected_groups(ctx, selection)
     if not groups:
         return InPlaceDecision({}, {}, {}, {}, ctx.now)
-    stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
+    stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now))
     counts, winners = claim_counts(
         with_entry_exists(
             ctx.snapshot,
@@ -124,7 +124,7 @@ def _in_place_update(
         in_groups = F.expr(f"{C.PARTITION_ID} IN ({', '.join(repr(p) for p in sorted(partitions))})")
         touched = touched | (in_groups & F.col(C.CONSUMER).isin(sorted(names)))
     condition = in_partitions([group_partition(*pair) for pair in pairs]) & (
-        (stale_condition(groups, selection, decision.now - selection.min_idle_ms)) | is_group | (is_consumer & touched)
+        stale_condition(groups, selection, decision.now) | is_group | (is_consumer & touched)
     )
     assignments = claim_assignments(groups, new_owner(owners), 0 if just_id else 1, decision.now, txn)
     return InPlaceUpdate(condition, assignments)

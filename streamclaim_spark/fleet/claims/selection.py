@@ -15,6 +15,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.backoff import Backoff
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import matches
@@ -22,6 +23,7 @@ from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.claims.owners import Pair, spread_over, tally
+from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.schema import kind_in
 from streamclaim_spark.state.snapshot import Snapshot
@@ -49,6 +51,8 @@ class StaleSelection:
         max_deliveries: Only entries delivered at most this often (default no bound).
         where: Extra Spark SQL predicate over the pending rows' columns (``owner``,
             ``delivery_count``, ``delivery_time_ms``, ``stream``, ``group_name``), default none.
+        backoff: An entry delivered ``n`` times is stale only once idle for the larger of ``min_idle_ms``
+            and the schedule's step for ``n`` (``core.backoff.parse_backoff("1m,5m,30m,2h")``); default none.
     """
 
     min_idle_ms: int
@@ -58,6 +62,7 @@ class StaleSelection:
     min_deliveries: int | None = None
     max_deliveries: int | None = None
     where: str | None = None
+    backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:
@@ -69,6 +74,10 @@ class StaleSelection:
                 )
         if self.owners is not None and isinstance(self.owners, str):
             raise InvalidArgumentError(f"owners: give a tuple of consumer names, e.g. ({self.owners!r},)")
+        if self.backoff is not None and not isinstance(self.backoff, Backoff):
+            raise InvalidArgumentError(
+                f"backoff: give a schedule, e.g. parse_backoff({self.backoff!r}) from streamclaim_spark.core.backoff"
+            )
         low, high = self.min_deliveries, self.max_deliveries
         if low is not None and high is not None and low > high:
             raise InvalidArgumentError(f"min_deliveries={low} is above max_deliveries={high}: the range is empty")
@@ -114,13 +123,13 @@ def new_owner(owners: Sequence[str]) -> Column:
     return F.lit(owners[0]) if len(owners) == 1 else spread_over(F.array(*map(F.lit, owners)))
 
 
-def stale_condition(groups: Sequence[GroupMeta], selection: StaleSelection, cutoff: int) -> Column:
-    """The pending rows of ``groups`` the selection names that are idle since ``cutoff`` or earlier.
+def stale_condition(groups: Sequence[GroupMeta], selection: StaleSelection, now: int) -> Column:
+    """The pending rows of ``groups`` the selection names that are stale at ``now`` (staleness.is_stale).
 
     One predicate serves the decision's count and the commit's own condition, so the two cannot drift.
     """
-    condition = kind_in([group_partition(g.key, g.name) for g in groups], C.KIND_PENDING) & (
-        F.col(C.DELIVERY_TIME_MS) <= cutoff
+    condition = kind_in([group_partition(g.key, g.name) for g in groups], C.KIND_PENDING) & is_stale(
+        now, selection.min_idle_ms, selection.backoff
     )
     if selection.owners is not None:
         condition = condition & F.col(C.OWNER).isin(list(selection.owners))
@@ -167,7 +176,7 @@ def with_entry_exists(snapshot: Snapshot, rows: DataFrame, keys: Iterable[str], 
 
 def candidates(ctx: Context, groups: list[GroupMeta], selection: StaleSelection, owners: Sequence[str]) -> DataFrame:
     """Stale pending rows of the selected groups, each with its new owner and whether its entry lives."""
-    pel = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now - selection.min_idle_ms))
+    pel = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now))
     entries = stream_entries(ctx, groups).select(C.STREAM, C.ID_MS, C.ID_SEQ, F.col(C.FIELDS).alias(ENTRY_FIELDS))
     joined = pel.drop(C.FIELDS).join(entries, on=[C.STREAM, C.ID_MS, C.ID_SEQ], how="left")
     return joined.withColumn(NEW_OWNER, new_owner(owners)).withColumn(CLAIM_LIVE, F.col(ENTRY_FIELDS).isNotNull())
@@ -196,8 +205,11 @@ def claimed_frame(table: DataFrame, partitions: Sequence[str], txn: str) -> Data
     return pending_with_fields(pel, entries, [C.STREAM, C.ID_MS, C.ID_SEQ])
 
 
-def pending_with_fields(pending: DataFrame, entries: DataFrame, on: Sequence[str]) -> DataFrame:
-    """PEL rows as users see them: stream, group, ID text, owner, delivery count and time, entry fields.
+def pending_with_fields(
+    pending: DataFrame, entries: DataFrame, on: Sequence[str], extra: Sequence[str] = ()
+) -> DataFrame:
+    """PEL rows as users see them: stream, group, ID text, owner, delivery count and time, entry fields,
+    then the ``extra`` columns of ``pending``.
 
     ``entries`` holds the ``on`` columns and ``fields``; fields are null for an entry deleted from the stream.
     """
@@ -212,5 +224,6 @@ def pending_with_fields(pending: DataFrame, entries: DataFrame, on: Sequence[str
             C.DELIVERY_COUNT,
             C.DELIVERY_TIME_MS,
             C.FIELDS,
+            *extra,
         )
     )

@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.integers import LLONG_MAX
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.retries import run_with_retries
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.engine.transaction import committed_version
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.claims.selection import pending_with_fields
+from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.fleet.recovery.plan import COPY_ID, COPY_KEY, OWNER_KEY, entries_of, pending_of, with_owner_key
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import committing, merge_into
@@ -34,40 +37,93 @@ from streamclaim_spark.state.tables import ensure_dead_letter_table, table_path
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.fleet.recovery")
 
+# The reasons a dead letter carries (``reason``; the second with its count and the run's max_deliveries).
+NACKED_FATAL = "XNACK FATAL"
+MAX_DELIVERIES_EXCEEDED = "max-deliveries exceeded"
+
 _PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
 
 
-def copy_dead_letters(
-    runner: Runner, path: str, snapshot: Snapshot, pairs: list[Pair], options: RecoveryOptions, now: int, run_id: str
-) -> dict[Pair, int]:
-    """Appends every poison entry of the groups, as ``snapshot`` shows it, to the store's ``dead_letters``.
+@dataclass(frozen=True)
+class Copies:
+    """What ``copy_dead_letters`` appended: how many copies each group got, and how many in all were of
+    entries given up on with XNACK FATAL (the others exceeded ``max_deliveries``)."""
 
-    Returns how many each group had. The poison filter comes first, so Delta skips every file whose
-    delivery counts stay within ``max_deliveries`` (usually all of them) before anything is joined.
+    counts: dict[Pair, int] = field(default_factory=dict)
+    fatal: int = 0
+
+    def reasons(self) -> dict[str, int]:
+        """The copies counted by reason (reasons without copies left out)."""
+        exceeded = sum(self.counts.values()) - self.fatal
+        return {reason: n for reason, n in ((NACKED_FATAL, self.fatal), (MAX_DELIVERIES_EXCEEDED, exceeded)) if n}
+
+
+def copy_dead_letters(
+    runner: Runner, path: str, snapshot: Snapshot, pairs: list[Pair], rules: GroupRules, now: int, run_id: str
+) -> Copies:
+    """Appends every poison entry of the groups that dead-letter (by their rules), as ``snapshot`` shows it,
+    to the store's ``dead_letters``.
+
+    The poison filter comes first, so Delta skips every file whose delivery counts stay within
+    ``max_deliveries`` (the lowest of the rules': usually all of them) before anything is joined; the count
+    by group and reason is one query.
     """
-    poison = pending_of(snapshot, pairs).where(
-        (F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms))
-        & (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries))
+    letting = rules.where(lambda rule: rule.dead_letter, pairs)
+    if not letting:
+        return Copies()
+    count = F.col(C.DELIVERY_COUNT)
+    condition = rules.column(
+        lambda rule: is_stale(now, rule.min_idle_ms, rule.backoff) & (count > F.lit(rule.max_deliveries)), letting
     )
-    counts = {
-        (row[C.STREAM], row[C.GROUP]): row["count"] for row in poison.groupBy(C.STREAM, C.GROUP).count().collect()
-    }
+    if len(rules.grouped(letting)) > 1:  # the CASE reads columns per row: a literal bound still skips files
+        condition = (count > F.lit(min(rules.rule(pair).max_deliveries for pair in letting))) & condition
+    poison = pending_of(snapshot, letting).where(condition)
+    fatal = F.sum(F.when(F.col(C.DELIVERY_COUNT) == F.lit(LLONG_MAX), 1).otherwise(0)).alias("fatal")
+    tallies = poison.groupBy(C.STREAM, C.GROUP).agg(F.count(F.lit(1)).alias("count"), fatal).collect()
+    counts = {(row[C.STREAM], row[C.GROUP]): row["count"] for row in tallies}
     if not counts:
-        return {}
+        return Copies()
     entries = entries_of(snapshot, list(counts)).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
-    rows = pending_with_fields(poison, entries, [C.STREAM, C.ID_MS, C.ID_SEQ]).select(
+    # The reason is taken on the PEL rows, where the rules' partitions can be read.
+    with_reason = poison.withColumn("reason", rules.column(lambda rule: reason(rule.max_deliveries), letting))
+    rows = pending_with_fields(with_reason, entries, [C.STREAM, C.ID_MS, C.ID_SEQ], extra=["reason"]).select(
         F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
     )
     session = runner.session()
     table = ensure_dead_letter_table(session, path)
-    rows.write.format("delta").mode("append").option("userMetadata", f"DEAD LETTER {run_id}").save(table)
+    # mergeSchema: a dead-letter table made before a column was added (reason) gains it; older rows hold null.
+    (
+        rows.write.format("delta")
+        .mode("append")
+        .option("mergeSchema", "true")
+        .option("userMetadata", f"DEAD LETTER {run_id}")
+        .save(table)
+    )
     log.info(
         "dead letters copied: %d entries of %d group(s) (dead_letters version %d)",
         sum(counts.values()),
         len(counts),
         committed_version(session),
     )
-    return counts
+    return Copies(counts, sum(row["fatal"] for row in tallies))
+
+
+def reason(max_deliveries: int) -> Column:
+    """Why a poison row is dead-lettered: its consumer gave up on it (XNACK FATAL sets the delivery count
+    to 2^63 - 1), or it was delivered more than ``max_deliveries`` times."""
+    count = F.col(C.DELIVERY_COUNT)
+    exceeded = F.format_string(f"{MAX_DELIVERIES_EXCEEDED} (%d > %d)", count, F.lit(max_deliveries))
+    return F.when(count == F.lit(LLONG_MAX), F.lit(NACKED_FATAL)).otherwise(exceeded)
+
+
+def reasons_of(runner: Runner, path: str, run_id: str) -> dict[str, int]:
+    """How many of the run's dead letters (its withdrawn copies are gone) died of each reason: one query,
+    which only a run that withdrew copies needs (otherwise ``Copies.reasons`` is exact)."""
+    table = table_path(path, C.DEAD_LETTER_TABLE_DIR)
+    copies = runner.session().read.format("delta").load(table).where(F.col("run_id") == F.lit(run_id))
+    fatal = F.col(C.DELIVERY_COUNT) == F.lit(LLONG_MAX)
+    kinds = copies.groupBy(F.when(fatal, NACKED_FATAL).otherwise(MAX_DELIVERIES_EXCEEDED).alias("kind")).count()
+    return {row["kind"]: row["count"] for row in kinds.collect()}
 
 
 def run_copies(runner: Runner, path: str, run_id: str) -> DataFrame:

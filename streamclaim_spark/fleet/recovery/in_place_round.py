@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
@@ -21,7 +22,9 @@ from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.transaction import InPlaceUpdate
 from streamclaim_spark.fleet.claims.in_place import claim_assignments
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
+from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, PURGE
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.schema import in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
 
@@ -31,12 +34,11 @@ from streamclaim_spark.state.snapshot import Snapshot
 MIN_CLAIMS = 100_000
 
 
-def claims_only(options: RecoveryOptions, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
+def claims_only(rules: GroupRules, tallies: Mapping[Pair, GroupTally], changed: Sequence[Pair]) -> list[Pair]:
     """The groups among ``changed`` to claim in place: their writes are claims to the recovery consumer
-    only (nothing to acknowledge or purge, ``assign="consumer"``), and at least MIN_CLAIMS in all."""
-    if options.assign != "consumer":
-        return []
-    only = [pair for pair in changed if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
+    only (nothing to acknowledge or purge, ``assign="consumer"`` by their rule), and at least MIN_CLAIMS in all."""
+    eligible = rules.where(lambda rule: rule.assign == "consumer", changed)
+    only = [pair for pair in eligible if tallies[pair].outcomes[ACK] == 0 and tallies[pair].outcomes[PURGE] == 0]
     return only if sum(tallies[pair].outcomes[CLAIM] for pair in only) >= MIN_CLAIMS else []
 
 
@@ -56,21 +58,25 @@ def missing_consumers(snapshot: Snapshot, changed: Sequence[Pair], consumer: str
     return [pair for pair in changed if pair not in present]
 
 
-def claim_update(heads: Mapping[Pair, GroupMeta], options: RecoveryOptions, now: int, txn: str) -> InPlaceUpdate:
+def claim_update(heads: Mapping[Pair, GroupMeta], rules: GroupRules, now: int, txn: str) -> InPlaceUpdate:
     """One UPDATE that claims the groups' stale entries to the recovery consumer, as the MERGE would.
 
     Selects exactly what classification calls CLAIM when there is nothing to acknowledge or purge:
-    stale pending rows, minus the poison ones when dead-lettering. Each claimed entry gets the recovery
-    consumer, delivery time ``now`` and one more delivery; the consumer is seen and active ``now``; each
-    head's version moves on, guarded on ``heads`` (as read, or as the round's MERGE left them),
-    so a group written since the decision makes the UPDATE a lost race.
+    stale pending rows, minus the poison ones when dead-lettering (each group by its rule). Each claimed
+    entry gets the recovery consumer, delivery time ``now`` and one more delivery; the consumer is seen
+    and active ``now``; each head's version moves on, guarded on ``heads`` (as read, or as the round's
+    MERGE left them), so a group written since the decision makes the UPDATE a lost race.
     """
     partitions = [group_partition(*pair) for pair in sorted(heads)]
     kind = F.col(C.ROW_KIND)
     is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
-    claimed = is_pending & (F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms))
-    if options.dead_letter:
-        claimed = claimed & (F.col(C.DELIVERY_COUNT) <= F.lit(options.max_deliveries))
+    options = rules.options
+
+    def claimable(rule: RecoveryOptions) -> Column:
+        stale = is_stale(now, rule.min_idle_ms, rule.backoff)
+        return stale & (F.col(C.DELIVERY_COUNT) <= F.lit(rule.max_deliveries)) if rule.dead_letter else stale
+
+    claimed = is_pending & rules.column(claimable, sorted(heads))
     condition = in_partitions(partitions) & (
         claimed | is_group | (is_consumer & (F.col(C.CONSUMER) == F.lit(options.consumer)))
     )

@@ -34,6 +34,8 @@ from streamclaim_spark.engine.merge_source import (
 )
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, spread_over
 from streamclaim_spark.fleet.claims.selection import with_entry_exists
+from streamclaim_spark.fleet.claims.staleness import is_stale
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.state.schema import in_partitions, kind_in
 from streamclaim_spark.state.snapshot import Snapshot
@@ -84,15 +86,18 @@ def entries_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
 
 
 def live_owners(
-    snapshot: Snapshot, pairs: list[Pair], options: RecoveryOptions, now: int
+    snapshot: Snapshot, rules: GroupRules, now: int
 ) -> tuple[DataFrame | None, dict[Pair, tuple[str, ...]]]:
-    """Each group's live consumers (active within the live window, the recovery consumer excluded).
+    """Each live-assigned group's live consumers (active within the live window, the recovery consumer
+    excluded).
 
     Returns the (stream, group_name, _owners) frame the claim joins, sorted bytewise per group, and the
-    same as a dict for the report; (None, {}) unless ``assign`` is ``live``.
+    same as a dict for the report; (None, {}) when no group's rule has ``assign`` ``live``.
     """
-    if options.assign != "live":
+    pairs = rules.where(lambda rule: rule.assign == "live")
+    if not pairs:
         return None, {}
+    options = rules.options
     partitions = [group_partition(*pair) for pair in pairs]
     consumers = snapshot.frame().where(
         in_partitions(partitions)
@@ -109,15 +114,17 @@ def live_owners(
 def classify(
     snapshot: Snapshot,
     pairs: Sequence[Pair],
-    options: RecoveryOptions,
+    rules: GroupRules,
     now: int,
     owners: DataFrame | None,
     copies: DataFrame | None,
 ) -> DataFrame:
-    """Every pending row of the groups with its ACTION and, for claims, its NEW_OWNER.
+    """Every pending row of the groups with its ACTION and, for claims, its NEW_OWNER, each group by its
+    rule (rules.py: its policy over the run's options).
 
     The new owner is the recovery consumer, or one of the group's live consumers picked by a hash of
-    the entry's stream, group and ID (stable: the same entry goes to the same consumer on a re-run).
+    the entry's stream, group and ID (stable: the same entry goes to the same consumer on a re-run), or,
+    with ``assign="nack"``, none (given back with a NACK-zone time, ``_with_nack_times``).
     """
     pending = pending_of(snapshot, pairs).drop(C.FIELDS)
     # Whether each entry still exists, not its payload: the payload column is never read here.
@@ -128,51 +135,63 @@ def classify(
         matches = with_owner_key(copies).drop(C.OWNER).withColumn(_COPIED, F.lit(True))
         rows = with_owner_key(rows).join(matches, COPY_KEY, "left").drop(OWNER_KEY)
         copied = F.col(_COPIED).isNotNull()
-    stale = F.col(C.DELIVERY_TIME_MS) <= F.lit(now - options.min_idle_ms)
-    poison = (F.col(C.DELIVERY_COUNT) > F.lit(options.max_deliveries)) if options.dead_letter else F.lit(False)
-    nacking = options.assign == "nack"
+    stale = rules.column(lambda rule: is_stale(now, rule.min_idle_ms, rule.backoff), pairs)
+    poison = rules.column(
+        lambda rule: (F.col(C.DELIVERY_COUNT) > F.lit(rule.max_deliveries)) if rule.dead_letter else F.lit(False), pairs
+    )
     action = (
         F.when(copied, ACK)
         .when(~stale, FRESH)
         .when(poison, POISON)
-        .when(F.lit(nacking) & F.col(C.OWNER).isNull(), WAITING)
+        .when(nacking(rules, pairs) & F.col(C.OWNER).isNull(), WAITING)
         .when(F.col(_ENTRY_EXISTS).isNotNull(), CLAIM)
         .otherwise(PURGE)
     )
     rows = rows.withColumn(ACTION, action)
-    if nacking:
-        return _with_nack_times(rows, now)
-    new_owner: Column = F.lit(options.consumer)
+    if rules.where(lambda rule: rule.assign == "nack", pairs):
+        rows = _with_nack_times(rows, now)
     if owners is not None:
         rows = rows.join(F.broadcast(owners), [C.STREAM, C.GROUP], "left")
-        new_owner = F.coalesce(spread_over(F.col(_OWNERS)), F.lit(options.consumer))
-    return rows.withColumn(NEW_OWNER, F.when(F.col(ACTION) == CLAIM, new_owner))
+
+    def new_owner(rule: RecoveryOptions) -> Column:
+        if rule.assign == "nack":
+            return F.lit(None).cast(StringType())
+        if rule.assign == "live" and owners is not None:
+            return F.coalesce(spread_over(F.col(_OWNERS)), F.lit(rule.consumer))
+        return F.lit(rule.consumer)
+
+    return rows.withColumn(NEW_OWNER, F.when(F.col(ACTION) == CLAIM, rules.column(new_owner, pairs)))
+
+
+def nacking(rules: GroupRules, pairs: Sequence[Pair]) -> Column:
+    """Whether a row's group gives its stale entries back (``assign="nack"``) instead of claiming them."""
+    return rules.column(lambda rule: F.lit(rule.assign == "nack"), pairs)
 
 
 def _with_nack_times(rows: DataFrame, now: int) -> DataFrame:
-    """assign="nack": each group's entries to give back get no new owner and consecutive NACK-zone
-    delivery times after the zone's current end (model.nack_time), oldest delivery first, as one
-    ``XNACK ... FAIL`` per group listing them in that order would give them."""
+    """assign="nack": each group's entries to give back get consecutive NACK-zone delivery times after the
+    zone's current end (model.nack_time), oldest delivery first, as one ``XNACK ... FAIL`` per group
+    listing them in that order would give them (computed for every group; only nacking ones use it)."""
     is_claim = F.col(ACTION) == CLAIM
     per_group = Window.partitionBy(C.STREAM, C.GROUP)
     in_order = per_group.orderBy(F.when(is_claim, 0).otherwise(1), C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
     zone_end = F.max(F.when(F.col(C.DELIVERY_TIME_MS) < 0, F.col(C.DELIVERY_TIME_MS))).over(per_group)
     slot = F.lit(NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS)
     first = F.when(zone_end.isNull() | (zone_end < slot), slot).otherwise(zone_end + 1)
-    return rows.withColumn(NEW_OWNER, F.lit(None).cast(StringType())).withColumn(
-        _NACK_TIME, F.when(is_claim, first + F.row_number().over(in_order) - 1)
-    )
+    return rows.withColumn(_NACK_TIME, F.when(is_claim, first + F.row_number().over(in_order) - 1))
 
 
-def pending_source(classified: DataFrame, ctx: Context, cutoff: int, nacking: bool) -> DataFrame:
-    """MERGE rows that acknowledge (ACK), purge (PURGE) or claim (CLAIM, under the MERGE's idle condition).
+def pending_source(classified: DataFrame, ctx: Context, cutoff: Column, nacks: Column | None) -> DataFrame:
+    """MERGE rows that acknowledge (ACK), purge (PURGE) or claim (CLAIM, under the MERGE's idle condition:
+    ``cutoff``, staleness.idle_cutoff per rule).
 
-    A claim gives the entry its new owner, delivery time now and one more delivery; with ``nacking``
-    it gives it back instead: no owner, its NACK-zone time, the count kept (XNACK FAIL). Every other
-    state column is the row's own, the payload (never read here) null.
+    A claim gives the entry its new owner, delivery time now and one more delivery; where ``nacks`` (a
+    row's group gives back, ``nacking``; None: no group does) it gives it back instead: no owner, its
+    NACK-zone time, the count kept (XNACK FAIL). Every other state column is the row's own, the payload
+    (never read here) null.
     """
     is_claim = F.col(ACTION) == CLAIM
-    delivered_at = F.col(_NACK_TIME) if nacking else F.lit(ctx.now)
+    delivered_at = F.lit(ctx.now) if nacks is None else F.when(nacks, F.col(_NACK_TIME)).otherwise(F.lit(ctx.now))
     values = {
         C.OWNER: F.when(is_claim, F.col(NEW_OWNER)).otherwise(F.col(C.OWNER)),
         C.DELIVERY_TIME_MS: F.when(is_claim, delivered_at).otherwise(F.col(C.DELIVERY_TIME_MS)),
@@ -182,9 +201,9 @@ def pending_source(classified: DataFrame, ctx: Context, cutoff: int, nacking: bo
         OP_DELETE: ~is_claim,
         OP_CLAIM: is_claim,
         CLAIM_LIVE: F.when(is_claim, F.lit(True)),
-        CLAIM_CUTOFF: F.when(is_claim, F.lit(cutoff)),
+        CLAIM_CUTOFF: F.when(is_claim, cutoff),
         CLAIM_STEPS: F.when(is_claim, F.lit(1)),
-        CLAIM_JUST_ID: F.when(is_claim, F.lit(nacking)),  # JUSTID keeps the count
+        CLAIM_JUST_ID: F.when(is_claim, F.lit(False) if nacks is None else nacks),  # JUSTID keeps the count
         CLAIM_FORCE: F.when(is_claim, F.lit(False)),
     }
     return source_of(classified.where(F.col(ACTION).isin(ACK, CLAIM, PURGE)), values, operations)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.object_store import MULTI_WRITER, WriterMode
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
 from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, FRESH, POISON, PURGE
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
 from streamclaim_spark.state.tables import RECOVERY_GROUP_SCHEMA
 
@@ -52,6 +54,7 @@ class GroupReport:
     conflicts_retried: int = 0
     owners: tuple[str, ...] = ()
     skipped: bool = False
+    policy: int | None = None  # the number (from 1) of the policy the group was recovered by; None: the run's
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,7 @@ class GroupReport:
             "conflicts_retried": self.conflicts_retried,
             "owners": list(self.owners),
             "skipped": self.skipped,
+            "policy": self.policy,
         }
 
 
@@ -78,6 +82,8 @@ class RecoveryReport:
 
     ``recorded`` says whether the run's row was appended to ``recovery_runs`` (never for dry runs).
     ``writer_mode`` is the store's (object_store.py): ``single-writer`` when it was opened on that promise.
+    ``dead_letter_reasons`` counts the run's dead letters by why they died (``XNACK FATAL``,
+    ``max-deliveries exceeded``); each row's own reason is in ``dead_letters``.
     """
 
     run_id: str
@@ -90,6 +96,7 @@ class RecoveryReport:
     error: str | None = None
     recorded: bool = False
     writer_mode: WriterMode = MULTI_WRITER
+    dead_letter_reasons: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def totals(self) -> dict[str, int]:
@@ -119,8 +126,11 @@ class RecoveryReport:
                 "live_window_ms": options.live_window_ms,
                 "dead_letter": options.dead_letter,
                 "max_deliveries": options.max_deliveries,
+                "backoff": options.backoff.text if options.backoff is not None else None,
+                "policies": [policy.to_json() for policy in options.policies],
             },
             "totals": self.totals,
+            "dead_letter_reasons": dict(sorted(self.dead_letter_reasons.items())),
             "groups": [g.to_dict() for g in self.groups],
         }
 
@@ -143,6 +153,7 @@ class RecoveryReport:
             totals["conflicts_retried"],
             groups,
             self.writer_mode,
+            self.options.backoff.text if self.options.backoff is not None else None,
         )
 
 
@@ -186,9 +197,10 @@ def log_scan(tallies: dict[Pair, GroupTally], groups: int) -> None:
 
 
 def group_report(
-    pair: Pair, tally: GroupTally, options: RecoveryOptions, owners: dict[Pair, tuple[str, ...]], dead_lettered: int
+    pair: Pair, tally: GroupTally, rules: GroupRules, owners: dict[Pair, tuple[str, ...]], dead_lettered: int
 ) -> GroupReport:
-    """A group's report from its tally; ``dead_lettered`` is what the run counts as dead-lettered."""
+    """A group's report from its tally, by its rule; ``dead_lettered`` is what the run counts as dead-lettered."""
+    options = rules.rule(pair)
     actions = tally.outcomes
     scanned = sum(actions.values())
     claimed = actions[CLAIM]
@@ -203,16 +215,19 @@ def group_report(
         purged=actions[PURGE],
         dead_lettered=dead_lettered if options.dead_letter else 0,
         owners=assigned if claimed else (),
+        policy=rules.policy(pair),
     )
 
 
 def warn_without_live_consumers(
-    tallies: dict[Pair, GroupTally], owners: dict[Pair, tuple[str, ...]], options: RecoveryOptions
+    tallies: dict[Pair, GroupTally], owners: dict[Pair, tuple[str, ...]], rules: GroupRules
 ) -> None:
     """assign="live": warns of the groups whose claims go to the recovery consumer for want of live ones."""
-    if options.assign != "live":
-        return
-    orphans = sorted(pair for pair, tally in tallies.items() if tally.outcomes[CLAIM] and not owners.get(pair))
+    options = rules.options
+    live = set(rules.where(lambda rule: rule.assign == "live"))
+    orphans = sorted(
+        pair for pair, tally in tallies.items() if pair in live and tally.outcomes[CLAIM] and not owners.get(pair)
+    )
     if orphans:
         log.warning(
             "%d group(s) had no consumer active in the last %d ms; their entries go to the recovery consumer %r: %s",

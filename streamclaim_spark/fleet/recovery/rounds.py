@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
-from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
@@ -26,6 +25,7 @@ from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError, ConflictRetriesExhaustedError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
+from streamclaim_spark.fleet.claims.staleness import idle_cutoff
 from streamclaim_spark.fleet.recovery.dead_letters import pairs_only, unmatched_copies
 from streamclaim_spark.fleet.recovery.in_place_round import claim_update, claims_only, missing_consumers
 from streamclaim_spark.fleet.recovery.plan import (
@@ -38,9 +38,11 @@ from streamclaim_spark.fleet.recovery.plan import (
     classify,
     consumer_source,
     head_source,
+    nacking,
     pending_source,
 )
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.schema import in_partitions
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
@@ -67,7 +69,7 @@ class _Round:
 
 def claim_rounds(
     runner: Runner,
-    options: RecoveryOptions,
+    rules: GroupRules,
     pairs: list[Pair],
     owners_frame: DataFrame | None,
     owners: dict[Pair, tuple[str, ...]],
@@ -83,7 +85,7 @@ def claim_rounds(
     are set aside for a later round and the others go again at once; if all moved, the same groups go
     again after a backoff. Groups whose commit landed are done, whatever happens to the round's other commit.
     """
-    rounds = _ClaimRounds(runner, options, owners_frame, owners, copies, copied, done)
+    rounds = _ClaimRounds(runner, rules, owners_frame, owners, copies, copied, done)
     remaining = list(pairs)
     for round_number in range(1, MAX_CLAIM_ROUNDS + 1):
         if not remaining:
@@ -101,7 +103,7 @@ class _ClaimRounds:
     """What the rounds of one run share: its inputs, and what they learn round after round."""
 
     runner: Runner
-    options: RecoveryOptions
+    rules: GroupRules
     owners_frame: DataFrame | None
     owners: dict[Pair, tuple[str, ...]]
     copies: DataFrame | None
@@ -119,7 +121,7 @@ class _ClaimRounds:
         batch = list(remaining)
 
         def decide(ctx: Context) -> _Round:
-            outcome = decide_round(ctx, batch, self.options, self.owners_frame, self.copies, planned)
+            outcome = decide_round(ctx, batch, self.rules, self.owners_frame, self.copies, planned)
             self.last_seen.update(outcome.tallies)
             return outcome
 
@@ -134,12 +136,12 @@ class _ClaimRounds:
         _check_commit(self.runner, outcome.version, outcome, merged, extra=2 * len(outcome.consumers_added))
         if round_number == 1:
             log_scan(outcome.tallies, len(remaining))
-            warn_without_live_consumers(outcome.tallies, self.owners, self.options)
+            warn_without_live_consumers(outcome.tallies, self.owners, self.rules)
         self.land(merged, outcome)
         if outcome.in_place:
             in_place = {pair: planned[pair] for pair in outcome.in_place}
             try:
-                outcome.version = _claim_in_place(self.runner, outcome, self.options, in_place, self.one_attempt)
+                outcome.version = _claim_in_place(self.runner, outcome, self.rules, in_place, self.one_attempt)
             except ConflictRetriesExhaustedError as error:
                 return self.lose(error, in_place, round_number)
             _check_commit(self.runner, outcome.version, outcome, list(outcome.in_place))
@@ -152,7 +154,7 @@ class _ClaimRounds:
         for pair in landed:
             group_tally = outcome.tallies.get(pair, GroupTally())
             self.done[pair] = replace(
-                group_report(pair, group_tally, self.options, self.owners, dead_lettered=group_tally.outcomes[ACK]),
+                group_report(pair, group_tally, self.rules, self.owners, dead_lettered=group_tally.outcomes[ACK]),
                 dead_letters_withdrawn=self.copied.get(pair, 0) - group_tally.outcomes[ACK],
                 conflicts_retried=self.lost[pair],
             )
@@ -182,7 +184,7 @@ class _ClaimRounds:
     def skip(self, pair: Pair) -> None:
         """Reports a group still contended after the last round as skipped, its copies to withdraw."""
         self.done[pair] = replace(
-            group_report(pair, self.last_seen.get(pair, GroupTally()), self.options, self.owners, dead_lettered=0),
+            group_report(pair, self.last_seen.get(pair, GroupTally()), self.rules, self.owners, dead_lettered=0),
             claimed=0,
             purged=0,
             dead_letters_withdrawn=self.copied.get(pair, 0),
@@ -212,7 +214,7 @@ def _log_committed(outcome: _Round, round_number: int) -> None:
 def decide_round(
     ctx: Context,
     pairs: list[Pair],
-    options: RecoveryOptions,
+    rules: GroupRules,
     owners_frame: DataFrame | None,
     copies: DataFrame | None,
     planned: dict[Pair, int],
@@ -230,14 +232,14 @@ def decide_round(
     present = [pair for pair, head in heads.items() if head is not None]
     if not present:
         return _Round({}, read_version, None)
-    classified = classify(ctx.snapshot, present, options, ctx.now, owners_frame, copies)
+    classified = classify(ctx.snapshot, present, rules, ctx.now, owners_frame, copies)
     tallies = tally(classified, ACTION, NEW_OWNER)
     changed = [pair for pair in present if changes(tallies.get(pair, GroupTally()))]
     for pair in changed:
         head = heads[pair]
         assert head is not None
         planned[pair] = head.version
-    in_place = set(claims_only(options, tallies, changed))
+    in_place = set(claims_only(rules, tallies, changed))
     merged = [pair for pair in changed if pair not in in_place]
     if merged:
         partitions = [group_partition(*pair) for pair in merged]
@@ -245,8 +247,10 @@ def decide_round(
         if in_place:  # the shorter list of partitions names which rows the MERGE takes
             others = [group_partition(*pair) for pair in sorted(in_place)]
             rows = rows.where(in_partitions(partitions) if len(merged) <= len(others) else ~in_partitions(others))
+        cutoff = rules.column(lambda rule: idle_cutoff(ctx.now, rule.min_idle_ms, rule.backoff), merged)
+        nacks = nacking(rules, merged) if rules.where(lambda rule: rule.assign == "nack", merged) else None
         source = (
-            pending_source(rows, ctx, ctx.now - options.min_idle_ms, options.assign == "nack")
+            pending_source(rows, ctx, cutoff, nacks)
             .unionByName(head_source(ctx.snapshot, partitions, ctx.txn))
             .unionByName(consumer_source(rows, ctx))
         )
@@ -255,15 +259,16 @@ def decide_round(
         return _Round(tallies, read_version, None)
     # The same commit creates the recovery consumer where an in-place group lacks it: an UPDATE cannot.
     decided = {pair: head for pair in changed if pair in in_place and (head := heads[pair]) is not None}
-    missing = missing_consumers(ctx.snapshot, sorted(in_place), options.consumer)
+    consumer = rules.options.consumer
+    missing = missing_consumers(ctx.snapshot, sorted(in_place), consumer)
     for pair in missing:
         put_group(ctx, decided[pair], decided[pair])
-        touch_consumer(ctx, *pair, options.consumer)
+        touch_consumer(ctx, *pair, consumer)
     return _Round(tallies, read_version, None, in_place=decided, now=ctx.now, consumers_added=missing)
 
 
 def _claim_in_place(
-    runner: Runner, outcome: _Round, options: RecoveryOptions, planned: dict[Pair, int], policy: RetryPolicy
+    runner: Runner, outcome: _Round, rules: GroupRules, planned: dict[Pair, int], policy: RetryPolicy
 ) -> int | None:
     """Commits the UPDATE of a round's in-place groups, after its MERGE; returns the UPDATE's version.
 
@@ -277,7 +282,7 @@ def _claim_in_place(
     partitions = [group_partition(*pair) for pair in sorted(heads)]
 
     def rewrite(ctx: Context) -> None:
-        ctx.plan.set_update(claim_update(heads, options, outcome.now, ctx.txn), *partitions)
+        ctx.plan.set_update(claim_update(heads, rules, outcome.now, ctx.txn), *partitions)
 
     runner.transact("RECOVER", rewrite, policy)
     return runner.last_commit_version

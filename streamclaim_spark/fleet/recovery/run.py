@@ -35,13 +35,16 @@ from pyspark.sql import DataFrame
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.object_store import WriterSafety
+from streamclaim_spark.core.policies import policy_for
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import RecoveryFailedError, RecoverySelectionError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
 from streamclaim_spark.fleet.claims.selection import StaleSelection, selected_groups
 from streamclaim_spark.fleet.recovery.dead_letters import (
+    Copies,
     copy_dead_letters,
+    reasons_of,
     run_copies,
     withdraw_copies,
 )
@@ -64,6 +67,7 @@ from streamclaim_spark.fleet.recovery.report import (
     warn_without_live_consumers,
 )
 from streamclaim_spark.fleet.recovery.rounds import MAX_CLAIM_ROUNDS, claim_rounds
+from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
 from streamclaim_spark.state.tables import RECOVERY_RUNS_SCHEMA, ensure_recovery_runs_table
 
@@ -129,16 +133,16 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
             list(options.streams),
             list(options.groups),
         )
-        _recover(runner, path, options, run_id, [(g.key, g.name) for g in groups], done)
+        reasons = _recover(runner, path, options, run_id, [(g.key, g.name) for g in groups], done)
     except RecoverySelectionError:
         raise
     except Exception as error:
         failed = _failed(runner, path, report, done, error)
         raise RecoveryFailedError(f"recovery run {failed.run_id} failed: {failed.error}", failed) from error
     reports = in_name_order(done)
-    report = _finished(replace(report, ended_at_ms=runner.clock(), groups=reports))
+    report = _finished(replace(report, ended_at_ms=runner.clock(), groups=reports, dead_letter_reasons=reasons))
     for group in reports:
-        log.info("%s", describe(group, options))
+        log.info("%s", describe(group, policy_for(options, group.stream, group.group)[1]))
     if not options.dry_run:
         report = _record(runner, path, report)
     log.info("recovery %s %s done (%s): %s", action, run_id, report.status, report.totals)
@@ -197,29 +201,46 @@ def select_groups(runner: Runner, options: RecoveryOptions) -> list[GroupMeta]:
 
 def _recover(
     runner: Runner, path: str, options: RecoveryOptions, run_id: str, pairs: list[Pair], done: dict[Pair, GroupReport]
-) -> None:
-    """Steps 1–4 of the module docstring; fills ``done`` with each group's report as its commit lands."""
+) -> dict[str, int]:
+    """Steps 1–4 of the module docstring; fills ``done`` with each group's report as its commit lands.
+
+    Returns the run's dead letters counted by reason (none in a dry run, which copies nothing).
+    """
     now = runner.clock()
     snapshot = runner.snapshot()
-    owners_frame, owners = live_owners(snapshot, pairs, options, now)
+    rules = GroupRules.of(options, pairs)
+    _log_policies(rules)
+    owners_frame, owners = live_owners(snapshot, rules, now)
     if options.dry_run:
         snapshot.all_streams()  # the heads classify reads (one query for the fleet)
-        tallies = tally(classify(snapshot, pairs, options, now, owners_frame, copies=None), ACTION, NEW_OWNER)
+        tallies = tally(classify(snapshot, pairs, rules, now, owners_frame, copies=None), ACTION, NEW_OWNER)
         log_scan(tallies, len(pairs))
-        warn_without_live_consumers(tallies, owners, options)
+        warn_without_live_consumers(tallies, owners, rules)
         for pair in pairs:
             group_tally = tallies.get(pair, GroupTally())
-            done[pair] = group_report(pair, group_tally, options, owners, dead_lettered=group_tally.outcomes[POISON])
-        return
+            done[pair] = group_report(pair, group_tally, rules, owners, dead_lettered=group_tally.outcomes[POISON])
+        return {}
     copies: DataFrame | None = None
-    copied: dict[Pair, int] = {}
-    if options.dead_letter:
-        copied = copy_dead_letters(runner, path, snapshot, pairs, options, now, run_id)
-        if copied:
+    copied = Copies()
+    if rules.any(lambda rule: rule.dead_letter):
+        copied = copy_dead_letters(runner, path, snapshot, pairs, rules, now, run_id)
+        if copied.counts:
             copies = run_copies(runner, path, run_id)
-    withdrawals = claim_rounds(runner, options, pairs, owners_frame, owners, copies, copied, done)
+    withdrawals = claim_rounds(runner, rules, pairs, owners_frame, owners, copies, copied.counts, done)
     if copies is not None and withdrawals:
         withdraw_copies(runner, path, run_id, withdrawals)
+        return reasons_of(runner, path, run_id)  # the copies left, by reason
+    return copied.reasons()
+
+
+def _log_policies(rules: GroupRules) -> None:
+    """One line per policy: how many of the selected groups it recovers (none is worth a warning)."""
+    for number, policy in enumerate(rules.options.policies, 1):
+        groups = sum(1 for pair in rules.by_pair if rules.policy(pair) == number)
+        if groups:
+            log.info("%s recovers %d group(s)", policy.name, groups)
+        else:
+            log.warning("%s names none of the selected groups (or an earlier policy takes them)", policy.name)
 
 
 def _record(runner: Runner, path: str, report: RecoveryReport) -> RecoveryReport:

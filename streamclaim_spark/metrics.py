@@ -19,7 +19,8 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.fleet.recovery import SUCCEEDED, RecoveryReport
 from streamclaim_spark.sql import metrics_sql, view_queries
-from streamclaim_spark.state.tables import ensure_dead_letter_table
+from streamclaim_spark.state.delta_io import is_delta_table
+from streamclaim_spark.state.tables import table_path
 
 # The job name a Pushgateway files the metrics under (its ``job`` label).
 PUSH_JOB = "streamclaim-recover"
@@ -51,9 +52,10 @@ def group_metrics(
     streams: Sequence[str] = ("*",),
     groups: Sequence[str] = ("*",),
 ) -> list[GroupMetrics]:
-    """The metrics of every group whose stream and name match the patterns, in one query."""
-    ensure_dead_letter_table(spark, store_path)  # as sql.register does: the view reads it
-    query = metrics_sql(store_path, view_queries(store_path)["groups"], stale_after_ms)
+    """The metrics of every group whose stream and name match the patterns, in one query (which creates
+    nothing: a store without a dead-letter table has dead-lettered nothing)."""
+    letters = is_delta_table(spark, table_path(store_path, C.DEAD_LETTER_TABLE_DIR))
+    query = metrics_sql(store_path, view_queries(store_path)["groups"], stale_after_ms, letters)
     rows = spark.sql(query).collect()
     return [
         GroupMetrics(**{("group" if name == C.GROUP else name): value for name, value in row.asDict().items()})

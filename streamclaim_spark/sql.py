@@ -91,11 +91,16 @@ def _table(path: str) -> str:
     return "delta.`" + path.replace("`", "``") + "`"
 
 
-def metrics_sql(store_path: str, groups: str, stale_after_ms: int) -> str:
+def metrics_sql(store_path: str, groups: str, stale_after_ms: int, dead_letters_table: bool = True) -> str:
     """The metrics view's SELECT: per group, what monitoring watches, from the ``groups`` SELECT and the
-    PEL, consumer and dead-letter rows (docs/SQL.md, "Metrics")."""
+    PEL, consumer and dead-letter rows (docs/SQL.md, "Metrics"); ``dead_letters_table`` False: the store has
+    none yet, so none were dead-lettered (read as no rows, nothing created)."""
     state = _table(table_path(store_path, C.STATE_TABLE_DIR))
-    dead_letters = _table(table_path(store_path, C.DEAD_LETTER_TABLE_DIR))
+    dead_letters = (
+        _table(table_path(store_path, C.DEAD_LETTER_TABLE_DIR))
+        if dead_letters_table
+        else f"(SELECT '' AS {C.STREAM}, '' AS {C.GROUP}, current_timestamp() AS dead_lettered_at WHERE false)"
+    )
     owned = f"{C.DELIVERY_TIME_MS} >= 0"  # an XNACKed entry has no owner and no idle time (model.nack_time)
     idle = f"{NOW_MS} - {C.DELIVERY_TIME_MS}"
     by_group = f"GROUP BY {C.STREAM}, {C.GROUP}"

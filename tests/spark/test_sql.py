@@ -31,6 +31,7 @@ from streamclaim_spark import StreamStore, sql
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.fleet.recovery import recover_stale
+from streamclaim_spark.metrics import group_metrics
 from streamclaim_spark.state.columns import id_text
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
@@ -234,7 +235,8 @@ def test_groups_needing_attention(spark: SparkSession, store: StreamStore, times
     ]
 
 
-# Each group's lag in test_the_groups_view_lag_is_what_xinfo_groups_replies, as Redis 7 counts it: None
+# Each group's lag in test_the_lag_of_the_groups_view_and_of_the_metrics_is_what_xinfo_groups_replies, as
+# Redis 7 counts it: None
 # where a group's position lies before a tombstone and its entries-read is unknown, or past the last entry.
 LAGS = {
     ("s1", "all"): 0,
@@ -250,7 +252,9 @@ LAGS = {
 }
 
 
-def test_the_groups_view_lag_is_what_xinfo_groups_replies(spark: SparkSession, tmp_path: Path) -> None:
+def test_the_lag_of_the_groups_view_and_of_the_metrics_is_what_xinfo_groups_replies(
+    spark: SparkSession, tmp_path: Path
+) -> None:
     store = StreamStore.open(str(tmp_path / "lag"), spark=spark, clock=ManualClock(1_000))
     pipe = store.pipeline()
     for key in ("s1", "s2"):
@@ -280,8 +284,14 @@ def test_the_groups_view_lag_is_what_xinfo_groups_replies(spark: SparkSession, t
         for info in (dict(zip(group[::2], group[1::2], strict=True)) for group in groups)
     }
     rows = spark.sql(sql.view_queries(store.path)["groups"]).collect()
+    metrics = group_metrics(spark, store.path, 0)
 
     assert {(row.stream, row.group_name): row.lag for row in rows} == lags == LAGS
+    # The metrics read a store that never dead-lettered (no dead_letters table) and create nothing.
+    assert {(m.stream, m.group): (m.lag, m.dead_letters_last_day) for m in metrics} == {
+        pair: (lag, 0) for pair, lag in LAGS.items()
+    }
+    assert not (tmp_path / "lag" / "dead_letters").exists()
 
 
 CHECKED: dict[str, Callable[..., None]] = {

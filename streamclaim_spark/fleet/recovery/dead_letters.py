@@ -78,7 +78,7 @@ def copy_dead_letters(
     if len(rules.grouped(letting)) > 1:  # the CASE reads columns per row: a literal bound still skips files
         condition = (count > F.lit(min(rules.rule(pair).max_deliveries for pair in letting))) & condition
     poison = pending_of(snapshot, letting).where(condition)
-    fatal = F.sum(F.when(F.col(C.DELIVERY_COUNT) == F.lit(LLONG_MAX), 1).otherwise(0)).alias("fatal")
+    fatal = F.sum(F.when(given_up(), 1).otherwise(0)).alias("fatal")
     tallies = poison.groupBy(C.STREAM, C.GROUP).agg(F.count(F.lit(1)).alias("count"), fatal).collect()
     counts = {(row[C.STREAM], row[C.GROUP]): row["count"] for row in tallies}
     if not counts:
@@ -109,11 +109,16 @@ def copy_dead_letters(
 
 
 def reason(max_deliveries: int) -> Column:
-    """Why a poison row is dead-lettered: its consumer gave up on it (XNACK FATAL sets the delivery count
-    to 2^63 - 1), or it was delivered more than ``max_deliveries`` times."""
+    """Why a poison row is dead-lettered: its consumer gave up on it (``given_up``), or it was delivered
+    more than ``max_deliveries`` times."""
     count = F.col(C.DELIVERY_COUNT)
     exceeded = F.format_string(f"{MAX_DELIVERIES_EXCEEDED} (%d > %d)", count, F.lit(max_deliveries))
-    return F.when(count == F.lit(LLONG_MAX), F.lit(NACKED_FATAL)).otherwise(exceeded)
+    return F.when(given_up(), F.lit(NACKED_FATAL)).otherwise(exceeded)
+
+
+def given_up() -> Column:
+    """Whether a pending row's consumer gave up on it: XNACK FATAL sets the delivery count to 2^63 - 1."""
+    return F.col(C.DELIVERY_COUNT) == F.lit(LLONG_MAX)
 
 
 def reasons_of(runner: Runner, path: str, run_id: str) -> dict[str, int]:
@@ -121,8 +126,7 @@ def reasons_of(runner: Runner, path: str, run_id: str) -> dict[str, int]:
     which only a run that withdrew copies needs (otherwise ``Copies.reasons`` is exact)."""
     table = table_path(path, C.DEAD_LETTER_TABLE_DIR)
     copies = runner.session().read.format("delta").load(table).where(F.col("run_id") == F.lit(run_id))
-    fatal = F.col(C.DELIVERY_COUNT) == F.lit(LLONG_MAX)
-    kinds = copies.groupBy(F.when(fatal, NACKED_FATAL).otherwise(MAX_DELIVERIES_EXCEEDED).alias("kind")).count()
+    kinds = copies.groupBy(F.when(given_up(), NACKED_FATAL).otherwise(MAX_DELIVERIES_EXCEEDED).alias("kind")).count()
     return {row["kind"]: row["count"] for row in kinds.collect()}
 
 

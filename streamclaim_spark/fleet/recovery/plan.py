@@ -148,7 +148,7 @@ def classify(
         .otherwise(PURGE)
     )
     rows = rows.withColumn(ACTION, action)
-    if rules.where(lambda rule: rule.assign == "nack", pairs):
+    if rules.any(lambda rule: rule.assign == "nack", pairs):
         rows = _with_nack_times(rows, now)
     if owners is not None:
         rows = rows.join(F.broadcast(owners), [C.STREAM, C.GROUP], "left")

@@ -248,7 +248,7 @@ def decide_round(
             others = [group_partition(*pair) for pair in sorted(in_place)]
             rows = rows.where(in_partitions(partitions) if len(merged) <= len(others) else ~in_partitions(others))
         cutoff = rules.column(lambda rule: idle_cutoff(ctx.now, rule.min_idle_ms, rule.backoff), merged)
-        nacks = nacking(rules, merged) if rules.where(lambda rule: rule.assign == "nack", merged) else None
+        nacks = nacking(rules, merged) if rules.any(lambda rule: rule.assign == "nack", merged) else None
         source = (
             pending_source(rows, ctx, cutoff, nacks)
             .unionByName(head_source(ctx.snapshot, partitions, ctx.txn))

@@ -50,8 +50,9 @@ class GroupRules:
         """The groups among ``pairs`` (default every group) whose rule passes ``test``."""
         return [pair for pair in (self.by_pair if pairs is None else pairs) if test(self.rule(pair))]
 
-    def any(self, test: Callable[[RecoveryOptions], bool]) -> bool:
-        return any(test(options) for options, _ in self.grouped())
+    def any(self, test: Callable[[RecoveryOptions], bool], pairs: Sequence[Pair] | None = None) -> bool:
+        """Whether the rule of some group among ``pairs`` (default every group) passes ``test``."""
+        return bool(self.where(test, pairs))
 
     def column(self, build: Callable[[RecoveryOptions], Column], pairs: Sequence[Pair] | None = None) -> Column:
         """``build(rule)`` for the rule of each row's group, over the rows of ``pairs`` (default every group).

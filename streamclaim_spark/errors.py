@@ -121,6 +121,20 @@ class RecoverySelectionError(StreamclaimError, ValueError):
     """Raised before anything is written when the run's stream and group patterns select no group."""
 
 
+class RedriveSelectionError(StreamclaimError, ValueError):
+    """Raised before anything is written when a redrive's patterns select no group, or its ``where``
+    predicate does not parse or names a column the ``dead_letters`` view lacks."""
+
+
+class RedriveFailedError(StreamclaimError, RuntimeError):
+    """Raised when a redrive stops on an error; ``report`` holds what it did up to then (status ``failed``,
+    a ``fleet.redrive.RedriveReport``). A re-run finishes what it left half-done (docs/RECOVERY.md)."""
+
+    def __init__(self, message: str, report: Any) -> None:
+        super().__init__(message)
+        self.report = report
+
+
 class ConfigError(StreamclaimError, ValueError):
     """Raised when the configuration cannot be read or a key holds a value the job cannot use."""
 

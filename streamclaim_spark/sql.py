@@ -1,8 +1,9 @@
 """SQL access to a store: one Spark catalog database (``streamclaim``) with a view per kind of row.
 
 ``register(spark, store_path)`` creates the database and the views ``entries``, ``streams``, ``groups``,
-``consumers``, ``pending``, ``dead_letters``, ``recovery_runs`` and ``metrics`` (per group: pending, stale,
-oldest idle, lag, consumers, dead letters of the last day) over the store's Delta tables. IDs are
+``consumers``, ``pending``, ``dead_letters``, ``recovery_runs``, ``redrive_runs`` and ``metrics`` (per
+group: pending, stale, oldest idle, lag, consumers, dead letters of the last day) over the store's Delta
+tables. IDs are
 shown as Redis' ``ms-seq`` text (``id``) and as unsigned ``DECIMAL(20,0)`` parts (``id_ms``, ``id_seq``) for
 ordering; ``pending.idle_ms`` and the consumers' ``idle_ms``/``inactive_ms`` are computed at query time.
 The views live in the session's catalog, so each new Spark application registers them again (cheap).
@@ -20,10 +21,15 @@ from streamclaim_spark.state.delta_io import is_delta_table
 from streamclaim_spark.state.tables import (
     ensure_dead_letter_table,
     ensure_recovery_runs_table,
+    ensure_redrive_columns,
+    ensure_redrive_runs_table,
     table_path,
 )
 
-VIEWS = ("entries", "streams", "groups", "consumers", "pending", "dead_letters", "recovery_runs", "metrics")
+VIEWS = (
+    *("entries", "streams", "groups", "consumers", "pending"),
+    *("dead_letters", "recovery_runs", "redrive_runs", "metrics"),
+)
 # The idle time from which the metrics view counts a pending entry as stale: the recovery job's default
 # min_idle (register's ``stale_after_ms`` sets another).
 DEFAULT_STALE_AFTER_MS = 300_000
@@ -168,6 +174,7 @@ def view_queries(store_path: str, stale_after_ms: int = DEFAULT_STALE_AFTER_MS) 
         ),
         "dead_letters": f"SELECT * FROM {_table(table_path(store_path, C.DEAD_LETTER_TABLE_DIR))}",
         "recovery_runs": f"SELECT * FROM {_table(table_path(store_path, C.RECOVERY_RUNS_TABLE_DIR))}",
+        "redrive_runs": f"SELECT * FROM {_table(table_path(store_path, C.REDRIVE_RUNS_TABLE_DIR))}",
     }
     queries["metrics"] = metrics_sql(store_path, queries["groups"], stale_after_ms)
     return queries
@@ -181,8 +188,8 @@ def register(
 ) -> list[str]:
     """Creates ``database`` and (re)creates its views over the store at ``store_path``.
 
-    The dead-letter and run-log tables are created empty if the recovery job has not run yet, so every
-    view can be queried. Registering again (e.g. for another store) replaces the views.
+    The dead-letter and run-log tables are created empty if the recovery job (or the redrive) has not run
+    yet, so every view can be queried. Registering again (e.g. for another store) replaces the views.
 
     Args:
         spark: A Delta-enabled session.
@@ -208,7 +215,9 @@ def register(
             "check the path, or create the store with StreamStore.open"
         )
     ensure_dead_letter_table(spark, store_path)
+    ensure_redrive_columns(spark, store_path)  # a table made before redrive gains its columns
     ensure_recovery_runs_table(spark, store_path)
+    ensure_redrive_runs_table(spark, store_path)
     spark.sql(f"CREATE DATABASE IF NOT EXISTS `{database}`")
     names = []
     for view, query in view_queries(store_path, stale_after_ms).items():

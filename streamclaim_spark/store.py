@@ -31,6 +31,8 @@ from streamclaim_spark.fleet import bulk, claims, maintenance
 from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
 from streamclaim_spark.fleet.maintenance import MaintenanceReport
+from streamclaim_spark.fleet.redrive import RedriveOptions, RedriveReport
+from streamclaim_spark.fleet.redrive import run as redriving
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.state.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.state.snapshot import Snapshot
@@ -246,6 +248,14 @@ class StreamStore:
         hold payloads as ``execute`` would (decode_responses)."""
         result = claims.claim_batch(self.runner, requests)
         return replace(result, replies=decoded(result.replies)) if self.decode_responses else result
+
+    # --- dead letters ------------------------------------------------------------------------------------
+
+    def redrive(self, options: RedriveOptions | None = None, *, run_id: str | None = None) -> RedriveReport:
+        """Puts dead-lettered entries back into the groups they died in, exactly once (see fleet.redrive):
+        each first in its group's NACK zone, for XREADGROUP ... CLAIM; ``options`` select and shape it
+        (default: every dead letter of every group, delivery counts kept)."""
+        return redriving.redrive(self, options or RedriveOptions(), run_id=run_id)
 
     # --- upkeep -------------------------------------------------------------------------------------------
 

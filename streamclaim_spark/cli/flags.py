@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamclaim_spark.core.config import AppConfig, Key
+from streamclaim_spark.core.config import AppConfig, Key, RecoveryOptions
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.errors import ConfigError
 
@@ -104,9 +104,10 @@ def start_job(
         return EXIT_CONFIG
 
 
-def overrides_from(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:
-    """The flags given, as config keys with the flag that set each (for error messages)."""
-    overrides = flag_overrides(args)
+def overrides_from(args: argparse.Namespace, job: Key = RecoveryOptions.TABLE) -> dict[Key, tuple[Any, str]]:
+    """The flags given, as config keys with the flag that set each (for error messages); of the jobs'
+    tables only ``job``'s."""
+    overrides = flag_overrides(args, job)
     for setting in args.spark_conf:
         name, equals, value = setting.partition("=")
         if not equals or not name:

@@ -262,6 +262,53 @@ class RecoveryOptions:
 
 
 @dataclass(frozen=True)
+class RedriveOptions:
+    """What a redrive puts back (the ``[jobs.redrive]`` table; docs/RECOVERY.md, "Redrive").
+
+    Args:
+        streams: Stream names or glob patterns of the dead letters' groups (default every stream).
+        groups: Group names or glob patterns (default every group).
+        where: Spark SQL predicate over the ``dead_letters`` view's columns (``reason``, ``delivery_count``,
+            ``dead_lettered_at``, ``run_id``, ...), e.g. ``"reason LIKE 'max-deliveries%'"``; default every one.
+        reset_count: Put entries back with a delivery count of 0, instead of the count they died with (an
+            entry given up on with XNACK FATAL always comes back with 0: its 2^63-1 is a marker, not a count).
+        max_redrives: Redrive one entry at most this often; after that it stays dead (the report counts it
+            as ``capped``). Default no cap.
+        limit: Put back at most this many entries per run, oldest dead letter first (a rate for huge
+            backlogs: the report says how many remain). Default all.
+        to_stream: Where an entry whose stream entry is gone goes: a new entry of this stream with the
+            dead letter's fields plus ``redriven_from_stream``, ``redriven_from_group``, ``redriven_from_id``.
+            Default none: such letters stay dead (``entry_gone`` in the report).
+        dry_run: Report what the run would do and change nothing.
+    """
+
+    TABLE: ClassVar[Key] = ("jobs", "redrive")
+
+    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
+    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
+    where: str | None = field(default=None, metadata=conf_key(_text))
+    reset_count: bool = field(default=False, metadata=conf_key(_boolean))
+    max_redrives: int | None = field(default=None, metadata=conf_key(_positive_int))
+    limit: int | None = field(default=None, metadata=conf_key(_positive_int))
+    to_stream: str | None = field(default=None, metadata=conf_key(_text))
+    dry_run: bool = field(default=False, metadata=conf_key(_boolean))
+
+    def __post_init__(self) -> None:
+        for name in ("streams", "groups"):
+            patterns = getattr(self, name)
+            if isinstance(patterns, str) or not patterns:
+                raise InvalidArgumentError(f"{name}: give a non-empty tuple of names or patterns, e.g. ('orders-*',)")
+        for name in ("max_redrives", "limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidArgumentError(f"{name}={value}: give 1 or more (or leave it unset for no bound)")
+        if self.where is not None and not self.where.strip():
+            raise InvalidArgumentError("where: give a Spark SQL predicate, e.g. \"reason LIKE 'XNACK%'\", or none")
+        if self.to_stream is not None and not self.to_stream:
+            raise InvalidArgumentError("to_stream: give the name of the stream for entries that are gone, or none")
+
+
+@dataclass(frozen=True)
 class ServerConfig:
     """How streamclaim-server listens (the ``[server]`` table; docs/SERVER.md).
 
@@ -330,6 +377,7 @@ class AppConfig:
     recover_stale: RecoveryOptions
     sources: tuple[str, ...] = ()
     server: ServerConfig = field(default_factory=ServerConfig)
+    redrive: RedriveOptions = field(default_factory=RedriveOptions)
 
 
 # --- a key's value, parsed ------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from streamclaim_spark.core.config import (
     ConfKey,
     Key,
     RecoveryOptions,
+    RedriveOptions,
     ServerConfig,
     SparkConfig,
     StoreConfig,
@@ -38,7 +39,7 @@ LOCAL_FILE = "local.toml"
 # --- the schema, derived from the fields ----------------------------------------------------------------
 
 
-_SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig)
+_SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig, RedriveOptions)
 
 
 # Every key a file may set. ``spark.conf`` takes any ``spark.*`` key.
@@ -46,6 +47,8 @@ _LEAVES: dict[Key, ConfKey] = {key: declared for section in _SECTIONS for _, key
 SPARK_CONF: Key = (*SparkConfig.TABLE, "conf")
 # Per-group policies: an array of tables, read whole (core/policies.py); a later file's replace an earlier's.
 POLICIES: Key = (*RecoveryOptions.TABLE, "policies")
+# The table of every job's own settings ([jobs.recover_stale], [jobs.redrive]).
+JOBS = RecoveryOptions.TABLE[0]
 # Settings with a typed key of their own, so there is one place to set them.
 _TYPED_SPARK_KEYS = {
     declared.spark: declared.through or f"[{dotted(key[:-1])}] {key[-1]}"
@@ -60,11 +63,14 @@ def known_keys() -> Iterable[str]:
     return [dotted(key) for key in (*_LEAVES, SPARK_CONF, POLICIES)]
 
 
-def flag_overrides(args: object) -> dict[Key, tuple[Any, str]]:
+def flag_overrides(args: object, job: Key = RecoveryOptions.TABLE) -> dict[Key, tuple[Any, str]]:
     """Overrides from parsed command-line flags: each key's flag (``--`` and its name, or its ``flag``, with
-    dashes) that ``args`` has and was given (not None) sets the key, credited to the flag in errors."""
+    dashes) that ``args`` has and was given (not None) sets the key, credited to the flag in errors. Of the
+    ``[jobs.*]`` tables only ``job``'s keys are set: two jobs' flags of one name (``--streams``) are the job's."""
     overrides: dict[Key, tuple[Any, str]] = {}
     for key, declared in _LEAVES.items():
+        if key[0] == JOBS and key[: len(job)] != job:
+            continue
         attribute = declared.flag or key[-1]
         value = getattr(args, attribute, None)
         if value is not None:
@@ -179,6 +185,7 @@ def load_config(
         recover_stale=_build(merged, RecoveryOptions, policies=policies),
         sources=tuple(str(p) for p in layers),
         server=_build(merged, ServerConfig),
+        redrive=_build(merged, RedriveOptions),
     )
 
 

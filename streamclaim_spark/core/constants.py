@@ -7,6 +7,8 @@ STATE_TABLE_DIR = "state"
 # Append-only companions written by the recovery job.
 DEAD_LETTER_TABLE_DIR = "dead_letters"
 RECOVERY_RUNS_TABLE_DIR = "recovery_runs"
+# Written by the redrive job: one row per run.
+REDRIVE_RUNS_TABLE_DIR = "redrive_runs"
 
 # Most rows a commit writes into one data file, by default (StreamStore.open's rows_per_file, and the
 # files upgrade_layout rewrites). 100k pending rows make a ~0.4 MB file, 100k entries of a few short

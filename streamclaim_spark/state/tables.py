@@ -7,7 +7,7 @@ import time
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.errors import StoreLayoutError
@@ -17,6 +17,7 @@ from streamclaim_spark.state.delta_io import (
     has_delta_log,
     is_delta_table,
     not_a_table_error,
+    quoted_path,
     table_properties,
     table_schema,
 )
@@ -180,8 +181,15 @@ DEAD_LETTER_SCHEMA = StructType(
         # Why: "max-deliveries exceeded (12 > 10)", or "XNACK FATAL" for an entry its consumer gave up on;
         # null in rows copied before the column existed (the next copy adds it: mergeSchema).
         StructField("reason", StringType()),
+        # The redrive run that took this letter to put its entry back and when (set before the put-back),
+        # and when the entry was back in its group (set after it): all null while it is dead (fleet/redrive/).
+        StructField("redrive_run_id", StringType()),
+        StructField("redrive_taken_at", TimestampType()),
+        StructField("redriven_at", TimestampType()),
     ]
 )
+# The columns a redrive adds to a dead-letter table made before them (ensure_redrive_columns).
+REDRIVE_COLUMNS = {"redrive_run_id": "STRING", "redrive_taken_at": "TIMESTAMP", "redriven_at": "TIMESTAMP"}
 
 # What one recovery run did to one consumer group.
 # Delta cannot enforce NOT NULL inside arrays, so these fields are nullable.
@@ -224,6 +232,32 @@ RECOVERY_RUNS_SCHEMA = StructType(
     ]
 )
 
+# One row per redrive run (dry runs change nothing and write none); the counts are entries, not letters.
+REDRIVE_RUNS_SCHEMA = StructType(
+    [
+        StructField("run_id", StringType(), nullable=False),
+        StructField("started_at", TimestampType(), nullable=False),
+        StructField("ended_at", TimestampType(), nullable=False),
+        StructField("status", StringType(), nullable=False),  # "succeeded" or "failed"
+        StructField("error", StringType()),
+        StructField("streams", ArrayType(StringType()), nullable=False),
+        StructField("groups", ArrayType(StringType()), nullable=False),
+        StructField("where", StringType()),
+        StructField("reset_count", BooleanType(), nullable=False),
+        StructField("max_redrives", LongType()),
+        StructField("limit", LongType()),
+        StructField("to_stream", StringType()),
+        StructField("redriven", LongType(), nullable=False),  # back in their group's PEL
+        StructField("re_added", LongType(), nullable=False),  # entry gone: a new entry of to_stream
+        StructField("entry_gone", LongType(), nullable=False),  # entry gone, no to_stream: stay dead
+        StructField("group_gone", LongType(), nullable=False),  # their group was destroyed: stay dead
+        StructField("already_pending", LongType(), nullable=False),  # pending again meanwhile: stay dead
+        StructField("capped", LongType(), nullable=False),  # redriven max_redrives times: stay dead
+        StructField("adopted", LongType(), nullable=False),  # of a run that stopped half-way
+        StructField("remaining", LongType(), nullable=False),  # left for a later run by limit
+    ]
+)
+
 RECOVERY_RUNS_TABLE_PROPERTIES = {
     # The run log is history: rows are appended, never changed.
     "delta.appendOnly": "true",
@@ -243,6 +277,23 @@ def ensure_recovery_runs_table(spark: SparkSession, store_path: str) -> str:
     """Creates the store's recovery-run log unless it exists; returns its path."""
     path = table_path(store_path, C.RECOVERY_RUNS_TABLE_DIR)
     return _ensure_table(spark, path, RECOVERY_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
+
+
+def ensure_redrive_runs_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's redrive-run log unless it exists; returns its path."""
+    path = table_path(store_path, C.REDRIVE_RUNS_TABLE_DIR)
+    return _ensure_table(spark, path, REDRIVE_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
+
+
+def ensure_redrive_columns(spark: SparkSession, store_path: str) -> str:
+    """The dead-letter table's path, with the redrive columns added if it was made before them (one
+    ALTER TABLE, once per store); the table must exist."""
+    path = table_path(store_path, C.DEAD_LETTER_TABLE_DIR)
+    missing = [name for name in REDRIVE_COLUMNS if name not in table_schema(spark, path).names]
+    if missing:
+        columns = ", ".join(f"{name} {REDRIVE_COLUMNS[name]}" for name in missing)
+        spark.sql(f"ALTER TABLE {quoted_path(path)} ADD COLUMNS ({columns})")
+    return path
 
 
 # A concurrent creator is waited out for up to 0.2 + 0.4 + ... + 1.2 s = 4.2 s.

@@ -120,7 +120,7 @@ class Expected:
                 fields = None if deleted else [(b"n", str(n).encode())]
                 count = row[C.DELIVERY_COUNT]
                 reason = f"max-deliveries exceeded ({count} > {options.max_deliveries})"
-                self.dead_letters.append((run_id, at(T_RUN), *kept[:-2], count, T0, fields, reason))
+                self.dead_letters.append((run_id, at(T_RUN), *kept[:-2], count, T0, fields, reason, None, None, None))
             elif deleted:
                 group["purged"] += 1
             else:

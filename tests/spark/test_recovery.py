@@ -126,6 +126,9 @@ def dead_letter(run_id: str, entry: int) -> tuple[object, ...]:
         T0,
         fields,
         "max-deliveries exceeded (11 > 10)",
+        None,  # not redriven: no redrive_run_id, redrive_taken_at, redriven_at
+        None,
+        None,
     )
 
 
@@ -170,7 +173,7 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
             [
                 dead_letter("run-1", 4),
                 dead_letter("run-1", 5),
-                (*fatal, "XNACK FATAL"),
+                (*fatal, "XNACK FATAL", None, None, None),
             ],
             DEAD_LETTER_SCHEMA,
         ),

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from streamclaim_spark.cli import flags, recover
+from streamclaim_spark.cli import flags, recover, redrive
 from streamclaim_spark.cli.serve import build_parser as server_parser
 from streamclaim_spark.cli.serve import overrides_from as server_overrides
 from streamclaim_spark.errors import ConfigError
@@ -46,6 +46,25 @@ def test_each_recovery_flag_overrides_its_key_and_is_named_in_errors() -> None:
         ("spark", "log_level"): ("ERROR", "--spark-log-level"),
         ("spark", "conf", "spark.a"): ("1", "--spark-conf"),
         ("spark", "conf", "spark.b"): ("x=y", "--spark-conf"),
+    }
+
+
+def test_each_redrive_flag_overrides_its_key_in_jobs_redrive_only() -> None:
+    argv = ["--streams", "orders-*", "--groups", "g", "--where", "reason = 'XNACK FATAL'", "--reset-count"]
+    argv += ["--max-redrives", "3", "--limit", "1000", "--to-stream", "orders-redriven", "--dry-run"]
+
+    overrides = flags.overrides_from(redrive.build_parser().parse_args(argv), ("jobs", "redrive"))
+
+    job = ("jobs", "redrive")
+    assert overrides == {
+        (*job, "streams"): (["orders-*"], "--streams"),
+        (*job, "groups"): (["g"], "--groups"),
+        (*job, "where"): ("reason = 'XNACK FATAL'", "--where"),
+        (*job, "reset_count"): (True, "--reset-count"),
+        (*job, "max_redrives"): (3, "--max-redrives"),
+        (*job, "limit"): (1000, "--limit"),
+        (*job, "to_stream"): ("orders-redriven", "--to-stream"),
+        (*job, "dry_run"): (True, "--dry-run"),
     }
 
 

@@ -55,6 +55,14 @@ KEYS = [
     "server.maintain",
     "server.maintain_every",
     "server.maintain_after_batches",
+    "jobs.redrive.streams",
+    "jobs.redrive.groups",
+    "jobs.redrive.where",
+    "jobs.redrive.reset_count",
+    "jobs.redrive.max_redrives",
+    "jobs.redrive.limit",
+    "jobs.redrive.to_stream",
+    "jobs.redrive.dry_run",
     "spark.conf",
 ]
 
@@ -154,8 +162,8 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         ),
         (
             "[jobs.recover]\nx = 1\n",
-            "unknown key jobs.recover; did you mean jobs.recover_stale? keys allowed in [jobs]: recover_stale "
-            "(see conf/README.md)",
+            "unknown key jobs.recover; did you mean jobs.recover_stale? keys allowed in [jobs]: recover_stale, "
+            "redrive (see conf/README.md)",
         ),
         ('store = "x"\n', "store must be a table; write it as [store]"),
         ('spark.conf = "x"\n', "spark.conf must be a table; write it as [spark.conf]"),

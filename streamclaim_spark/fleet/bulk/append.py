@@ -117,6 +117,12 @@ def append(
     return replace(result, version=runner.last_commit_version)
 
 
+def plan_append(ctx: Context, frame: DataFrame, key: str, fields: str) -> BulkAppend:
+    """Plans the append of ``frame``'s rows to stream ``key`` into ``ctx``'s commit, beside another write
+    path's rows (a redrive re-adds gone entries so): ``fields`` names the column of their pairs."""
+    return _decide(ctx, _ordered(frame, key, fields, None), key, None)
+
+
 def _ordered(frame: DataFrame, key: str | None, fields: str | None, stream_column: str | None) -> DataFrame:
     """The frame's rows as (stream, fields, order, input partition), checked against the arguments."""
     if (key is None) == (stream_column is None):

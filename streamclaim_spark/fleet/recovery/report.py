@@ -115,8 +115,8 @@ class RecoveryReport:
             "dry_run": options.dry_run,
             "recorded": self.recorded,
             "writer_mode": self.writer_mode,
-            "started_at": _iso(self.started_at_ms),
-            "ended_at": _iso(self.ended_at_ms),
+            "started_at": iso_time(self.started_at_ms),
+            "ended_at": iso_time(self.ended_at_ms),
             "options": {
                 "streams": list(options.streams),
                 "groups": list(options.groups),
@@ -140,8 +140,8 @@ class RecoveryReport:
         groups = [tuple(g.to_dict()[name] for name in RECOVERY_GROUP_SCHEMA.names) for g in self.groups]
         return (
             self.run_id,
-            _timestamp(self.started_at_ms),
-            _timestamp(self.ended_at_ms),
+            as_timestamp(self.started_at_ms),
+            as_timestamp(self.ended_at_ms),
             self.status,
             self.error,
             self.options.min_idle_ms,
@@ -238,9 +238,9 @@ def warn_without_live_consumers(
         )
 
 
-def _timestamp(ms: int) -> datetime:
+def as_timestamp(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _iso(ms: int) -> str:
-    return _timestamp(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def iso_time(ms: int) -> str:
+    return as_timestamp(ms).isoformat(timespec="milliseconds").replace("+00:00", "Z")

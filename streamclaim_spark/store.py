@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
@@ -19,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import parse_id
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.object_store import WriterSafety
 from streamclaim_spark.core.replies import decoded, encoded
@@ -36,7 +38,7 @@ from streamclaim_spark.fleet.redrive import run as redriving
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
 from streamclaim_spark.state.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.state.snapshot import Snapshot
-from streamclaim_spark.state.tables import ensure_state_table
+from streamclaim_spark.state.tables import GIVE_UP_REASONS_SCHEMA, ensure_give_up_reasons_table, ensure_state_table
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -250,6 +252,26 @@ class StreamStore:
         return replace(result, replies=decoded(result.replies)) if self.decode_responses else result
 
     # --- dead letters ------------------------------------------------------------------------------------
+
+    def give_up(self, key: str, group: str, ids: Sequence[str], reason: str) -> int:
+        """``XNACK key group FATAL IDS ...`` with a reason: the entries go back to the group marked as given
+        up on (delivery count 2^63-1), and the dead letter the recovery job makes of each says
+        ``XNACK FATAL: <reason>``. Returns XNACK's reply, the number of IDs given back.
+
+        The reason is written after the XNACK commits (one blind append): a crash in between loses the
+        reason, never the entry, whose dead letter then says ``XNACK FATAL``.
+        """
+        if not reason.strip():
+            raise InvalidArgumentError("reason: say why the consumer gave up, e.g. 'card expired'")
+        given_back = self.execute("XNACK", key, group, "FATAL", "IDS", str(len(ids)), *ids)
+        if given_back:  # XNACK took the IDs, so they parse; the rows hold them as Redis writes them
+            at = datetime.fromtimestamp(self.clock() / 1000, tz=UTC)
+            entry_ids = dict.fromkeys(str(parse_id(entry_id)) for entry_id in ids)
+            rows = [(key, group, entry_id, reason, at) for entry_id in entry_ids]
+            table = ensure_give_up_reasons_table(self.spark, self.path)
+            frame = self.spark.createDataFrame(rows, GIVE_UP_REASONS_SCHEMA)
+            frame.write.format("delta").mode("append").option("userMetadata", f"GIVE UP {key}").save(table)
+        return int(given_back)
 
     def redrive(self, options: RedriveOptions | None = None, *, run_id: str | None = None) -> RedriveReport:
         """Puts dead-lettered entries back into the groups they died in, exactly once (see fleet.redrive):

@@ -9,6 +9,8 @@ DEAD_LETTER_TABLE_DIR = "dead_letters"
 RECOVERY_RUNS_TABLE_DIR = "recovery_runs"
 # Written by the redrive job: one row per run.
 REDRIVE_RUNS_TABLE_DIR = "redrive_runs"
+# Written by StreamStore.give_up: the reason a consumer gave with XNACK FATAL, for its dead letter.
+GIVE_UP_REASONS_TABLE_DIR = "give_up_reasons"
 
 # Most rows a commit writes into one data file, by default (StreamStore.open's rows_per_file, and the
 # files upgrade_layout rewrites). 100k pending rows make a ~0.4 MB file, 100k entries of a few short

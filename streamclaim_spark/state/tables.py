@@ -258,6 +258,19 @@ REDRIVE_RUNS_SCHEMA = StructType(
     ]
 )
 
+# One row per StreamStore.give_up call's entry: the reason its consumer gave up on it (XNACK FATAL), which
+# the entry's dead letter carries when the recovery job copies it (only a reason written at or after the
+# XNACK that its pending row holds: a later XNACK FATAL without one does not inherit it).
+GIVE_UP_REASONS_SCHEMA = StructType(
+    [
+        StructField(C.STREAM, StringType(), nullable=False),
+        StructField(C.GROUP, StringType(), nullable=False),
+        StructField("id", StringType(), nullable=False),  # "ms-seq"
+        StructField("reason", StringType(), nullable=False),
+        StructField("given_up_at", TimestampType(), nullable=False),
+    ]
+)
+
 RECOVERY_RUNS_TABLE_PROPERTIES = {
     # The run log is history: rows are appended, never changed.
     "delta.appendOnly": "true",
@@ -283,6 +296,12 @@ def ensure_redrive_runs_table(spark: SparkSession, store_path: str) -> str:
     """Creates the store's redrive-run log unless it exists; returns its path."""
     path = table_path(store_path, C.REDRIVE_RUNS_TABLE_DIR)
     return _ensure_table(spark, path, REDRIVE_RUNS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
+
+
+def ensure_give_up_reasons_table(spark: SparkSession, store_path: str) -> str:
+    """Creates the store's table of give-up reasons unless it exists; returns its path."""
+    path = table_path(store_path, C.GIVE_UP_REASONS_TABLE_DIR)
+    return _ensure_table(spark, path, GIVE_UP_REASONS_SCHEMA, RECOVERY_RUNS_TABLE_PROPERTIES)
 
 
 def ensure_redrive_columns(spark: SparkSession, store_path: str) -> str:

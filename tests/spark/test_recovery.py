@@ -142,8 +142,8 @@ FRESH = [
 def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_consumer(
     spark: SparkSession, store: StreamStore
 ) -> None:
-    # p1's consumer gives up on it: XNACK FATAL sets its delivery count to 2^63 - 1.
-    assert store.execute("XNACK", "payments", "billing", "FATAL", "IDS", "1", PAYMENTS[1]) == 1
+    # p1's consumer gives up on it, saying why: XNACK FATAL sets its delivery count to 2^63 - 1.
+    assert store.give_up("payments", "billing", [PAYMENTS[1]], "card expired") == 1
 
     report = recover_stale(store, OPTIONS, run_id="run-1")
 
@@ -173,7 +173,7 @@ def test_a_run_dead_letters_poison_entries_and_claims_the_rest_to_the_recovery_c
             [
                 dead_letter("run-1", 4),
                 dead_letter("run-1", 5),
-                (*fatal, "XNACK FATAL", None, None, None),
+                (*fatal, "XNACK FATAL: card expired", None, None, None),
             ],
             DEAD_LETTER_SCHEMA,
         ),

@@ -39,11 +39,14 @@ from streamclaim_spark.state.tables import table_path
 
 log = logging.getLogger("streamclaim_spark.maintenance")
 
-# The store's tables, by the name the report gives them; the two companions exist once a recovery run wrote.
+# The store's tables, by the name the report gives them; the companions exist once a recovery run (or a
+# redrive, or an XNACK FATAL with a reason) wrote one.
 TABLES = (
     ("state", C.STATE_TABLE_DIR),
     ("dead_letters", C.DEAD_LETTER_TABLE_DIR),
     ("recovery_runs", C.RECOVERY_RUNS_TABLE_DIR),
+    ("redrive_runs", C.REDRIVE_RUNS_TABLE_DIR),
+    ("give_up_reasons", C.GIVE_UP_REASONS_TABLE_DIR),
 )
 
 

@@ -11,12 +11,13 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.integers import LLONG_MAX
+from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.retries import run_with_retries
 from streamclaim_spark.engine.runner import Runner
@@ -26,9 +27,9 @@ from streamclaim_spark.fleet.claims.selection import pending_with_fields
 from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.fleet.recovery.plan import COPY_ID, COPY_KEY, OWNER_KEY, entries_of, pending_of, with_owner_key
 from streamclaim_spark.fleet.recovery.rules import GroupRules
-from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.columns import id_text, stored_id_columns
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
-from streamclaim_spark.state.delta_io import committing, merge_into
+from streamclaim_spark.state.delta_io import committing, is_delta_table, merge_into
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import kind_in
 from streamclaim_spark.state.snapshot import Snapshot
@@ -41,6 +42,7 @@ log = logging.getLogger("streamclaim_spark.fleet.recovery")
 NACKED_FATAL = "XNACK FATAL"
 MAX_DELIVERIES_EXCEEDED = "max-deliveries exceeded"
 
+_GIVEN_REASON = "_given_reason"
 _PAIR_SCHEMA = StructType([StructField(C.STREAM, StringType()), StructField(C.GROUP, StringType())])
 
 
@@ -85,7 +87,9 @@ def copy_dead_letters(
         return Copies()
     entries = entries_of(snapshot, list(counts)).select(C.STREAM, C.ID_MS, C.ID_SEQ, C.FIELDS)
     # The reason is taken on the PEL rows, where the rules' partitions can be read.
-    with_reason = poison.withColumn("reason", rules.column(lambda rule: reason(rule.max_deliveries), letting))
+    given = given_reasons(runner.session(), path, poison)
+    with_reason = given.withColumn("reason", rules.column(lambda rule: reason(rule.max_deliveries), letting))
+    with_reason = with_reason.drop(_GIVEN_REASON)
     rows = pending_with_fields(with_reason, entries, [C.STREAM, C.ID_MS, C.ID_SEQ], extra=["reason"]).select(
         F.lit(run_id).alias("run_id"), F.timestamp_millis(F.lit(now)).alias("dead_lettered_at"), "*"
     )
@@ -109,11 +113,45 @@ def copy_dead_letters(
 
 
 def reason(max_deliveries: int) -> Column:
-    """Why a poison row is dead-lettered: its consumer gave up on it (``given_up``), or it was delivered
-    more than ``max_deliveries`` times."""
+    """Why a poison row is dead-lettered: its consumer gave up on it (``given_up``; with the reason it gave
+    to ``StreamStore.give_up``, if any: ``given_reasons``), or it was delivered more than ``max_deliveries`` times."""
     count = F.col(C.DELIVERY_COUNT)
     exceeded = F.format_string(f"{MAX_DELIVERIES_EXCEEDED} (%d > %d)", count, F.lit(max_deliveries))
-    return F.when(given_up(), F.lit(NACKED_FATAL)).otherwise(exceeded)
+    fatal = F.concat(F.lit(NACKED_FATAL), F.coalesce(F.concat(F.lit(": "), F.col(_GIVEN_REASON)), F.lit("")))
+    return F.when(given_up(), fatal).otherwise(exceeded)
+
+
+def given_reasons(session: SparkSession, path: str, poison: DataFrame) -> DataFrame:
+    """``poison`` with _GIVEN_REASON: for an entry given up on, the newest reason ``StreamStore.give_up``
+    wrote for it at or after the XNACK its row holds (its NACK-zone time says when); else null."""
+    table = table_path(path, C.GIVE_UP_REASONS_TABLE_DIR)
+    if not is_delta_table(session, table):
+        return poison.withColumn(_GIVEN_REASON, F.lit(None).cast(StringType()))
+    ms, seq = stored_id_columns(F.col("id"))
+    reasons = (
+        session.read.format("delta")
+        .load(table)
+        .select(
+            C.STREAM,
+            C.GROUP,
+            ms.alias(C.ID_MS),
+            seq.alias(C.ID_SEQ),
+            F.col("reason").alias(_GIVEN_REASON),
+            "given_up_at",
+        )
+    )
+    nacked_ms = F.floor((F.col(C.DELIVERY_TIME_MS) - F.lit(NACK_ZONE_BASE)) / F.lit(NACK_SLOTS_PER_MS))
+    key = [C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ]  # a PEL row's: one row per entry and group
+    matches = (
+        poison.where(given_up())
+        .select(*key, nacked_ms.alias("_nacked_ms"))
+        .join(reasons, key)
+        .where(F.unix_millis(F.col("given_up_at")) >= F.col("_nacked_ms"))
+        .withColumn("_newest", F.row_number().over(Window.partitionBy(*key).orderBy(F.col("given_up_at").desc())))
+        .where(F.col("_newest") == 1)
+        .select(*key, _GIVEN_REASON)
+    )
+    return poison.join(matches, key, "left")
 
 
 def given_up() -> Column:

@@ -1,7 +1,7 @@
 """The redrive (fleet.redrive) on a real store: dead letters back into the group they died in, exactly once.
 
-One template store per module, built with bulk paths and a hand-moved clock, then a recovery run that
-dead-letters four entries; each test runs on its own copy. At T0:
+One template store per module, built in one pipeline (one commit) on a hand-moved clock, then a recovery
+run that dead-letters four entries; each test runs on its own copy. At T0:
 
     orders e0 e1  delivered to alice, then XCLAIM RETRYCOUNT 11: poison (11 > max_deliveries 10)
     orders e2     delivered to alice, then XNACK FATAL (given up: count 2^63 - 1)
@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from streamclaim_spark import RedriveFailedError, RedriveSelectionError, StreamStore
 from streamclaim_spark.cli import redrive as redrive_cli
@@ -56,28 +55,38 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _build(store: StreamStore) -> None:
-    """The module's template (module docstring)."""
-    spark, clock = store.spark, store.clock
+    """The module's template (module docstring): one pipeline (one commit), then the recovery run."""
+    clock = store.clock
     assert isinstance(clock, ManualClock)
-    assert str(store.append("orders", spark.range(6).select(F.col("id").alias("n"))).first_id) == ORDERS[0]
-    clock.now = T0 + 1
-    assert str(store.append("payments", spark.range(2).select(F.col("id").alias("n"))).first_id) == PAYMENTS[0]
-    clock.now = T0
+    pipe = store.pipeline()
+    for i, entry_id in enumerate(ORDERS):
+        pipe.execute_command("XADD", "orders", entry_id, "n", str(i))
+    for i, entry_id in enumerate(PAYMENTS):
+        pipe.execute_command("XADD", "payments", entry_id, "n", str(i))
     for key, group in (("orders", "billing"), ("orders", "audit"), ("payments", "billing")):
-        assert store.execute("XGROUP", "CREATE", key, group, "0") == "OK"
-    assert store.deliver("orders", "billing", "alice", 3).count == 3
-    assert store.deliver("orders", "billing", "bob", 3).count == 3
-    assert store.execute("XACK", "orders", "billing", *ORDERS[3:]) == 3
-    assert (
-        store.execute("XCLAIM", "orders", "billing", "alice", "0", *ORDERS[:2], "RETRYCOUNT", "11", "JUSTID")
-        == (ORDERS[:2])
-    )
-    assert store.execute("XNACK", "orders", "billing", "FATAL", "IDS", "1", ORDERS[2]) == 1
-    assert store.deliver("orders", "audit", "auditor").count == 6
-    assert store.acknowledge("orders", "audit", None).count == 6
-    assert store.deliver("payments", "billing", "alice").count == 2
-    assert store.execute("XCLAIM", "payments", "billing", "alice", "0", PAYMENTS[0], "RETRYCOUNT", "11", "JUSTID")
-    assert store.execute("XACK", "payments", "billing", PAYMENTS[1]) == 1
+        pipe.execute_command("XGROUP", "CREATE", key, group, "0")
+    for argv in (
+        ("XREADGROUP", "GROUP", "billing", "alice", "COUNT", "3", "STREAMS", "orders", ">"),
+        ("XREADGROUP", "GROUP", "billing", "bob", "STREAMS", "orders", ">"),
+        ("XACK", "orders", "billing", *ORDERS[3:]),
+        ("XCLAIM", "orders", "billing", "alice", "0", *ORDERS[:2], "RETRYCOUNT", "11", "JUSTID"),
+        ("XNACK", "orders", "billing", "FATAL", "IDS", "1", ORDERS[2]),
+        ("XREADGROUP", "GROUP", "audit", "auditor", "STREAMS", "orders", ">"),
+        ("XACK", "orders", "audit", *ORDERS),
+        ("XREADGROUP", "GROUP", "billing", "alice", "STREAMS", "payments", ">"),
+        ("XCLAIM", "payments", "billing", "alice", "0", PAYMENTS[0], "RETRYCOUNT", "11", "JUSTID"),
+        ("XACK", "payments", "billing", PAYMENTS[1]),
+    ):
+        pipe.execute_command(*argv)
+
+    def read(key: str, ids: list[str], first: int = 0) -> list[object]:
+        return [[key, [[entry_id, ["n", str(first + i)]] for i, entry_id in enumerate(ids)]]]
+
+    replies = pipe.execute()
+    assert replies[-10:] == [
+        *(read("orders", ORDERS[:3]), read("orders", ORDERS[3:], 3), 3, ORDERS[:2], 1),
+        *(read("orders", ORDERS), 6, read("payments", PAYMENTS), [PAYMENTS[0]], 1),
+    ]
     clock.now = T_RECOVER
     assert recover_stale(store, RECOVERY, run_id="recover-1").totals["dead_lettered"] == 4
 

@@ -12,6 +12,7 @@ from streamclaim_spark.core.backoff import Backoff
 from streamclaim_spark.core.config import (
     AppConfig,
     RecoveryOptions,
+    RedriveOptions,
     ServerConfig,
     SparkConfig,
     StoreConfig,
@@ -115,7 +116,9 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         'backoff = "1m,5m"\n'
         '[server]\nbind = "::1"\nport = 0\nrequirepass = "p"\nmax_clients = 2\nmax_bulk_bytes = 3\n'
         "max_arguments = 4\nallow_flush = true\nbatch_max_commands = 5\nbatch_max_bytes = 6\nmaintain = false\n"
-        'maintain_every = "2m"\nmaintain_after_batches = 7\n',
+        'maintain_every = "2m"\nmaintain_after_batches = 7\n'
+        '[jobs.redrive]\nstreams = ["o-*"]\ngroups = ["g"]\nwhere = "reason = \'XNACK FATAL\'"\nreset_count = true\n'
+        'max_redrives = 3\nlimit = 1000\nto_stream = "o-redriven"\ndry_run = true\n',
     )
 
     assert config.store == StoreConfig(
@@ -135,6 +138,9 @@ def test_every_key_is_parsed_into_its_field(conf_dir: Path) -> None:
         90_000, ("o-*",), ("g",), "nack", "c", 5, False, 2, True, Backoff((60_000, 300_000), "1m,5m")
     )
     assert config.server == ServerConfig("::1", 0, "p", 2, 3, 4, True, 5, 6, False, 120_000, 7)
+    assert config.redrive == RedriveOptions(
+        ("o-*",), ("g",), "reason = 'XNACK FATAL'", True, 3, 1000, "o-redriven", True
+    )
 
 
 def test_spark_settings_leave_the_master_and_app_name_to_the_builder() -> None:
@@ -258,6 +264,8 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         ),
         ("[server]\nrequirepass = 1\n", 'server.requirepass = 1 must be a string ("" for no password)'),
         ("[server]\nmax_clients = 0\n", "server.max_clients = 0 must be a whole number of 1 or more (no quotes)"),
+        ("[jobs.redrive]\nlimit = 0\n", "jobs.redrive.limit = 0 must be a whole number of 1 or more (no quotes)"),
+        ('[jobs.redrive]\nwhere = " "\n', "jobs.redrive.where = ' ' must be a non-empty string"),
     ],
 )
 def test_a_bad_value_is_named_with_its_file_its_key_and_the_fix(conf_dir: Path, local_toml: str, message: str) -> None:

@@ -51,7 +51,9 @@ def free_entries(letters: DataFrame, session: SparkSession, pairs: list[Pair], w
     """Every entry of the groups with a free letter that ``where`` selects: its key, how often it was
     redriven before (REDRIVES), and its oldest free letter's time (OLDEST)."""
     mine = pairs_only(session, letters, pairs)
-    redrives = mine.where(F.col(REDRIVEN_AT).isNotNull()).groupBy(*ENTRY_KEY).agg(F.count(F.lit(1)).alias(REDRIVES))
+    # Redrives, not letters: the duplicate letters of one entry are redriven together, by one run.
+    redriven = mine.where(F.col(REDRIVEN_AT).isNotNull())
+    redrives = redriven.groupBy(*ENTRY_KEY).agg(F.countDistinct(TAKEN_BY).alias(REDRIVES))
     free = mine.where(F.col(TAKEN_BY).isNull())
     if where is not None:
         free = free.where(F.expr(where))

@@ -22,6 +22,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.cli import recover
+from streamclaim_spark.fleet.bulk import NewGroup
 from streamclaim_spark.sql import register
 from streamclaim_spark.state.session import build_session
 from streamclaim_spark.store import StreamStore
@@ -41,12 +42,19 @@ def build_demo_store(path: str, spark: SparkSession, delivered_at_ms: int) -> St
     ``RETRYCOUNT 12``, as if they had crashed their consumer again and again.
     """
     store = StreamStore.open(path, spark=spark, clock=lambda: delivered_at_ms)
-    for key, rows in STREAM_SIZES.items():
-        frame = spark.range(rows).selectExpr("concat('sku-', id) AS sku", "CAST(id % 5 + 1 AS STRING) AS qty")
-        store.append(key, frame)
-    for key, group in GROUPS:
-        store.execute("XGROUP", "CREATE", key, group, "0")
-        store.deliver(key, group, "worker-1")
+    # The bulk paths: every stream in one commit, every group in one, every delivery in one.
+    frames = [
+        spark.range(rows).selectExpr(
+            f"'{key}' AS stream", "concat('sku-', id) AS sku", "CAST(id % 5 + 1 AS STRING) AS qty"
+        )
+        for key, rows in STREAM_SIZES.items()
+    ]
+    entries = frames[0]
+    for frame in frames[1:]:
+        entries = entries.unionByName(frame)
+    store.append_streams(entries.coalesce(1), "stream")
+    store.create_groups([NewGroup(key, group, "0") for key, group in GROUPS])
+    store.deliver_many([(key, group, "worker-1") for key, group in GROUPS])
     poison = [entry[0] for entry in store.execute("XRANGE", "payments", "-", "+", "COUNT", "3")]
     store.execute("XCLAIM", "payments", "billing", "worker-1", "0", *poison, "RETRYCOUNT", str(POISON_DELIVERIES))
     return store

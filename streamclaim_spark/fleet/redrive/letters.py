@@ -123,18 +123,17 @@ def newest_letters(letters: DataFrame) -> DataFrame:
 
 def adoptable(
     letters: DataFrame, failed: list[str], pairs: list[Pair], session: SparkSession, now_ms: int
-) -> list[str]:
-    """The runs that took letters of the groups and stopped before marking them: a run recorded as failed,
-    or one that took them more than ADOPT_AFTER_MS ago (a run takes, puts back and marks within seconds
-    to minutes; one killed leaves no record)."""
+) -> dict[str, int]:
+    """The runs that took letters of the groups and stopped before marking them, with when they took them
+    (Unix ms): a run recorded as failed, or one that took them more than ADOPT_AFTER_MS ago (a run takes,
+    puts back and marks within seconds to minutes; one killed leaves no record)."""
     taken = pairs_only(session, letters, pairs).where(F.col(TAKEN_BY).isNotNull() & F.col(REDRIVEN_AT).isNull())
-    runs = taken.groupBy(TAKEN_BY).agg(F.max(TAKEN_AT).alias("_taken_at")).collect()
-    cutoff = now_ms - ADOPT_AFTER_MS
-    return sorted(
-        row[TAKEN_BY]
+    runs = taken.groupBy(TAKEN_BY).agg(F.unix_millis(F.min(TAKEN_AT)).alias("_taken_at")).collect()
+    return {
+        row[TAKEN_BY]: row["_taken_at"] or 0
         for row in runs
-        if row[TAKEN_BY] in failed or row["_taken_at"] is None or row["_taken_at"].timestamp() * 1000 <= cutoff
-    )
+        if row[TAKEN_BY] in failed or row["_taken_at"] is None or row["_taken_at"] <= now_ms - ADOPT_AFTER_MS
+    }
 
 
 def mark(

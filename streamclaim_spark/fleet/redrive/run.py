@@ -45,7 +45,7 @@ from streamclaim_spark.fleet.redrive.letters import (
     take,
     taken_by,
 )
-from streamclaim_spark.fleet.redrive.put_back import back_entries, put_back
+from streamclaim_spark.fleet.redrive.put_back import OUTCOMES, back_entries, put_back
 from streamclaim_spark.fleet.redrive.report import FAILED, RedriveReport
 from streamclaim_spark.state.delta_io import is_delta_table, quoted_path
 from streamclaim_spark.state.tables import (
@@ -62,6 +62,9 @@ log = logging.getLogger("streamclaim_spark.fleet.redrive")
 _MAX_ERROR_CHARS = 2_000
 # The user metadata of a redrive's put-back commit: the run's ID, then the commit's own token.
 _PUT_BACK = "REDRIVE"
+# How the state table's history is searched for a stopped run's put-back (``_landed_put_backs``).
+HISTORY_PAGE = 1_000
+HISTORY_SLACK_MS = 3_600_000
 
 
 def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None = None) -> RedriveReport:
@@ -156,8 +159,10 @@ def _redrive(
     if not options.dry_run:
         ensure_redrive_columns(session, path)
     letters = _letters(session, letters_path)
-    stopped = [run for run in adoptable(letters, _failed_runs(session, path), pairs, session, now) if run != run_id]
-    landed = _landed_put_backs(session, runner.state_path, stopped)
+    taken_at = adoptable(letters, _failed_runs(session, path), pairs, session, now)
+    stopped = sorted(run for run in taken_at if run != run_id)
+    since = min((taken_at[run] for run in stopped), default=now)
+    landed = _landed_put_backs(session, runner.state_path, stopped, since)
     unlanded = [run for run in stopped if run not in landed]
     adopted = taken_by(letters, stopped).select(*ENTRY_KEY).distinct().count() if stopped else 0
     if stopped:
@@ -195,6 +200,8 @@ def _redrive(
     mark(session, letters_path, back, run_id, [run_id], runner.clock(), policy)
     totals: Counter[str] = sum(outcome.outcomes.values(), Counter())
     log.info("redrive %s put back (state version %s): %s", run_id, outcome.version, dict(totals))
+    for (key, group), counts in sorted(outcome.outcomes.items()):
+        log.info("%s/%s: %s", key, group, ", ".join(f"{counts[name]} {name}" for name in OUTCOMES if counts[name]))
     return replace(report, groups=dict(sorted(outcome.outcomes.items())))
 
 
@@ -217,18 +224,30 @@ def _letters(session: SparkSession, letters_path: str) -> DataFrame:
     return letters
 
 
-def _landed_put_backs(session: SparkSession, state_path: str, runs: list[str]) -> dict[str, tuple[int, str]]:
-    """The stopped runs whose put-back commit is in the state table's history: run -> (version, its token)."""
+def _landed_put_backs(
+    session: SparkSession, state_path: str, runs: list[str], since_ms: int
+) -> dict[str, tuple[int, str]]:
+    """The stopped runs whose put-back commit is in the state table's history: run -> (version, its token).
+
+    The history is read newest first, HISTORY_PAGE commits and then four times more each time, until it
+    reaches commits older than the runs took their letters (``since_ms``, less HISTORY_SLACK_MS for clocks
+    that disagree) or its start: a busy store's month of log is not read to find this hour's commit.
+    """
     if not runs:
         return {}
-    history = session.sql(f"DESCRIBE HISTORY {quoted_path(state_path)}")
-    commits = history.where(F.col("userMetadata").startswith(f"{_PUT_BACK} ") & (F.col("operation") != "OPTIMIZE"))
     landed: dict[str, tuple[int, str]] = {}
-    for row in commits.select("version", "userMetadata").collect():
-        words = row["userMetadata"].split(" ")
-        if len(words) == 3 and words[1] in runs:
-            landed[words[1]] = (row["version"], words[2])
-    return landed
+    limit = HISTORY_PAGE
+    while True:
+        history = session.sql(f"DESCRIBE HISTORY {quoted_path(state_path)} LIMIT {limit}")
+        rows = history.select("version", "timestamp", "operation", "userMetadata").collect()
+        for row in rows:
+            words = (row["userMetadata"] or "").split(" ")
+            if row["operation"] != "OPTIMIZE" and len(words) == 3 and words[0] == _PUT_BACK and words[1] in runs:
+                landed.setdefault(words[1], (row["version"], words[2]))
+        oldest = min((row["timestamp"] for row in rows), default=None)
+        if len(rows) < limit or oldest is None or oldest.timestamp() * 1000 < since_ms - HISTORY_SLACK_MS:
+            return landed
+        limit *= 4
 
 
 def _empty_back(session: SparkSession) -> DataFrame:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
@@ -159,27 +159,11 @@ def _redrive(
     if not options.dry_run:
         ensure_redrive_columns(session, path)
     letters = _letters(session, letters_path)
-    taken_at = adoptable(letters, _failed_runs(session, path), pairs, session, now)
-    stopped = sorted(run for run in taken_at if run != run_id)
-    since = min((taken_at[run] for run in stopped), default=now)
-    landed = _landed_put_backs(session, runner.state_path, stopped, since)
-    unlanded = [run for run in stopped if run not in landed]
-    adopted = taken_by(letters, stopped).select(*ENTRY_KEY).distinct().count() if stopped else 0
-    if stopped:
-        log.warning(
-            "redrive %s adopts %d entries of run(s) that stopped half-way: %s (put back already: %s)",
-            run_id,
-            adopted,
-            ", ".join(stopped),
-            ", ".join(landed) or "none",
-        )
-    if not options.dry_run:
-        for stopped_run, (version, txn) in landed.items():
-            back = back_entries(runner, version, txn, None)
-            mark(session, letters_path, back, stopped_run, [stopped_run], runner.clock(), policy)
+    adoption = _adopt(runner, path, letters, pairs, run_id, now, options.dry_run)
+    stopped, unlanded = adoption.stopped, adoption.unlanded
     chosen, choice = choose(free_entries(letters, session, pairs, options.where), options.max_redrives, options.limit)
     report = replace(
-        report, capped=choice.capped, remaining=choice.remaining, adopted=adopted, adopted_runs=tuple(stopped)
+        report, capped=choice.capped, remaining=choice.remaining, adopted=adoption.entries, adopted_runs=stopped
     )
     if options.dry_run:
         taken = letters.join(chosen, ENTRY_KEY, "left_semi").where(F.col(TAKEN_BY).isNull())
@@ -203,6 +187,43 @@ def _redrive(
     for (key, group), counts in sorted(outcome.outcomes.items()):
         log.info("%s/%s: %s", key, group, ", ".join(f"{counts[name]} {name}" for name in OUTCOMES if counts[name]))
     return replace(report, groups=dict(sorted(outcome.outcomes.items())))
+
+
+@dataclass(frozen=True)
+class _Adoption:
+    """The runs that stopped half-way (``stopped``), those of them whose put-back never landed (``unlanded``:
+    this run takes their letters over), and how many entries they had taken."""
+
+    stopped: tuple[str, ...]
+    unlanded: list[str]
+    entries: int
+
+
+def _adopt(
+    runner: Runner, path: str, letters: DataFrame, pairs: list[Pair], run_id: str, now: int, dry_run: bool
+) -> _Adoption:
+    """Finds the runs that stopped half-way and marks the letters of those whose put-back had landed (by
+    the rows that commit wrote); the others' letters are this run's to take over (unless a dry run)."""
+    session = runner.session()
+    letters_path = table_path(path, C.DEAD_LETTER_TABLE_DIR)
+    taken_at = adoptable(letters, _failed_runs(session, path), pairs, session, now)
+    stopped = sorted(run for run in taken_at if run != run_id)
+    if not stopped:
+        return _Adoption((), [], 0)
+    landed = _landed_put_backs(session, runner.state_path, stopped, min(taken_at[run] for run in stopped))
+    entries = taken_by(letters, stopped).select(*ENTRY_KEY).distinct().count()
+    log.warning(
+        "redrive %s adopts %d entries of run(s) that stopped half-way: %s (put back already: %s)",
+        run_id,
+        entries,
+        ", ".join(stopped),
+        ", ".join(landed) or "none",
+    )
+    if not dry_run:
+        for stopped_run, (version, txn) in landed.items():
+            back = back_entries(runner, version, txn, None)
+            mark(session, letters_path, back, stopped_run, [stopped_run], runner.clock(), runner.retry_policy)
+    return _Adoption(tuple(stopped), [run for run in stopped if run not in landed], entries)
 
 
 def _failed_runs(session: SparkSession, path: str) -> list[str]:

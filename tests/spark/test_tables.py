@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from delta.tables import DeltaTable
 from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
 
 from streamclaim_spark.engine.transaction import own_commit_version
 from streamclaim_spark.state import tables
@@ -113,3 +115,26 @@ def test_a_commit_finds_its_own_version_past_a_compaction_that_carries_its_user_
     assert compaction == str(append + 1)
     assert commit_info(spark, store.state_path, append + 1)["operation"] == "OPTIMIZE"
     assert own_commit_version(spark, store.state_path, operation) == append
+
+
+def test_a_dead_letter_table_made_before_the_redrive_gains_its_columns_once_and_keeps_its_rows(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # A table of the schema before the redrive (no redrive_run_id, redrive_taken_at, redriven_at), one copy in it.
+    before = StructType([f for f in DEAD_LETTER_SCHEMA.fields if f.name not in tables.REDRIVE_COLUMNS])
+    location = tmp_path / "store" / "dead_letters"
+    DeltaTable.create(spark).location(str(location)).addColumns(before).execute()
+    row = ("run-1", datetime(2026, 1, 1), "s", "g", "1-0", "alice", 11, 0, [(b"f", b"v")], "max-deliveries exceeded")
+    spark.createDataFrame([row], before).write.format("delta").mode("append").save(str(location))
+
+    assert tables.ensure_redrive_columns(spark, str(tmp_path / "store")) == str(location)
+    tables.ensure_redrive_columns(spark, str(tmp_path / "store"))  # already there: no second change
+
+    table = DeltaTable.forPath(spark, str(location))
+    assert table.toDF().schema == DEAD_LETTER_SCHEMA
+    assert [tuple(r) for r in table.toDF().collect()] == [(*row, None, None, None)]
+    assert [r.operation for r in table.history().orderBy("version").collect()] == [
+        "CREATE TABLE",
+        "WRITE",
+        "ADD COLUMNS",
+    ]

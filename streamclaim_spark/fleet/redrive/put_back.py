@@ -30,7 +30,7 @@ from streamclaim_spark.fleet.recovery.plan import entries_of, head_source, pendi
 from streamclaim_spark.fleet.redrive.letters import ENTRY_KEY, OLDEST
 from streamclaim_spark.state.columns import id_text, stored_id_columns
 from streamclaim_spark.state.frames import json_frame
-from streamclaim_spark.state.schema import FIELD_PAIR, in_partitions
+from streamclaim_spark.state.schema import FIELD_PAIR, in_partitions, kind_in
 
 # What a redrive did with one entry (the OUTCOME column).
 PUT_BACK = "redriven"  # back in its group's PEL, first in the NACK zone
@@ -142,7 +142,7 @@ def _with_nack_times(ctx: Context, rows: DataFrame, partitions: list[str]) -> Da
     oldest dead letter first, as one XNACK ... FORCE per group listing them in that order would."""
     zone = (
         ctx.snapshot.frame()
-        .where(in_partitions(partitions, kinds=(C.KIND_PENDING,)) & (F.col(C.ROW_KIND) == C.KIND_PENDING))
+        .where(kind_in(partitions, C.KIND_PENDING))
         .where(F.col(C.DELIVERY_TIME_MS) < 0)
         .groupBy(C.STREAM, C.GROUP)
         .agg(F.max(C.DELIVERY_TIME_MS).alias("_zone_end"))

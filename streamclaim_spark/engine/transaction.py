@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Write
-from streamclaim_spark.core.partitions import bucket_of, buckets_of
+from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, buckets_of
 from streamclaim_spark.engine.file_commit import commit_files, commits_as_files, removal_deletes
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
@@ -118,7 +118,8 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
         *(source_frame(rows) for rows in plan.appends),
         *(removal_deletes(removal) for removal in plan.removals),
     ]
-    small = not frames
+    heads_in_bulk = is_heads_in_bulk(plan)
+    small = not frames and not heads_in_bulk
     if plan.writes:
         frames.insert(0, local_source(spark, source_rows(plan.writes)))
     source = frames[0]
@@ -126,12 +127,15 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
         source = source.unionByName(frame, allowMissingColumns=True)
     # Every row's bucket follows from its partition and kind, whoever built the row.
     source = source.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
-    partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
     buckets = ", ".join(f"'{bucket}'" for bucket in merge_buckets(plan))
     # The bucket literals let Delta prune directories and see, in its conflict check, that commands on
-    # other buckets cannot interfere with this one; the partition literals let it skip files by statistics.
+    # other buckets cannot interfere with this one; the partition literals let it skip files by statistics,
+    # except for heads in bulk: thousands of partitions lie in every head file, so their literals skip
+    # none and cost their parsing and a test per row in both of the MERGE's passes.
+    partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
+    named = "" if heads_in_bulk else f"AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
     on = (
-        f"{TARGET}.{C.BUCKET} IN ({buckets}) AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
+        f"{TARGET}.{C.BUCKET} IN ({buckets}) {named}"
         f"AND {TARGET}.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
         f"AND {TARGET}.{C.ROW_KIND} = s.{C.ROW_KIND} AND {TARGET}.{C.ID_MS} <=> s.{C.ID_MS} "
         f"AND {TARGET}.{C.ID_SEQ} <=> s.{C.ID_SEQ} AND {TARGET}.{C.CONSUMER} <=> s.{C.CONSUMER}"
@@ -144,6 +148,28 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     with _one_shuffle_partition(spark, small):
         _merge(spark, table_path, source, condition)
     return own_commit_version(spark, table_path, operation)
+
+
+# From this many partitions a plan of head rows only joins as a bulk plan (``is_heads_in_bulk``): at 200
+# (create_groups of 100 groups) both ways took the same time, the bulk way in 13 Spark jobs against 6;
+# at 2,000 the bulk way was 0.2-0.3 s faster, at 6,000 0.6-1.5 s (docs/BENCHMARKS.md).
+HEADS_IN_BULK_FROM = 1_000
+
+
+def is_heads_in_bulk(plan: Plan) -> bool:
+    """True when ``plan``'s rows are heads and consumers of ``HEADS_IN_BULK_FROM`` partitions or more
+    (``create_groups``, a fleet recovery round's new consumers): its MERGE then runs as a bulk plan's.
+
+    A command's few rows join in one task with adaptive execution and broadcasts off (``small``), which
+    saves Spark jobs; 20,000 head rows so joined took 5.1-5.8 s against 3.7-4.7 s as a bulk plan
+    (create_groups of 10,000 groups, docs/BENCHMARKS.md). Entries and PEL rows keep the one task, which
+    writes them back ID-ordered (``_one_shuffle_partition``); head files are read by partition, not range.
+    """
+    return (
+        len(plan.partitions) >= HEADS_IN_BULK_FROM
+        and not (plan.frames or plan.appends or plan.removals or plan.bounds)
+        and all(write.row.get(C.ROW_KIND) in APART_KINDS for write in plan.writes)
+    )
 
 
 def merge_buckets(plan: Plan) -> list[str]:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ReplyError, StaleSelection, StreamStore
+from streamclaim_spark.engine import transaction
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
 from streamclaim_spark.fleet.bulk import NewGroup
+from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
@@ -73,7 +76,12 @@ def test_append_streams_refuses_a_frame_without_the_column_or_with_nameless_rows
     assert fleet.execute("XLEN", "t0") == 3
 
 
-def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(fleet: StreamStore) -> None:
+@pytest.mark.parametrize("heads_in_bulk", [False, True], ids=["as-a-command", "as-a-bulk-plan"])
+def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(
+    fleet: StreamStore, monkeypatch: pytest.MonkeyPatch, heads_in_bulk: bool
+) -> None:
+    # 62 groups of 48 streams: 110 partitions, a bulk plan's MERGE once the threshold is below them.
+    monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 100 if heads_in_bulk else transaction.HEADS_IN_BULK_FROM)
     before = current_version(fleet)
     groups: list[NewGroup | tuple[str, ...]] = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
     groups += [(f"t{n}", "audit", "0") for n in range(0, 28, 2)]
@@ -83,6 +91,9 @@ def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(
 
     assert created == 62
     assert current_version(fleet) == before + 1
+    # A bulk plan's MERGE names the buckets only: its join finds the partitions.
+    predicate = commit_info(fleet.session(), fleet.state_path, before + 1)["operationParameters"]["predicate"]
+    assert (re.search(r"partition_id#\d+ INSET ", predicate) is None) is heads_in_bulk
     # t28 holds the same entries as t4; its groups are made one XGROUP CREATE at a time.
     fleet.execute("XGROUP", "CREATE", "t28", "billing", "$")
     fleet.execute("XGROUP", "CREATE", "t28", "audit", "0")

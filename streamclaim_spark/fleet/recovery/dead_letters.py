@@ -17,7 +17,6 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.integers import LLONG_MAX
-from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.retries import run_with_retries
 from streamclaim_spark.engine.runner import Runner
@@ -31,6 +30,7 @@ from streamclaim_spark.state.columns import id_text, stored_id_columns
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
 from streamclaim_spark.state.delta_io import committing, is_delta_table, merge_into
 from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.nack_zone import nacked_at_ms
 from streamclaim_spark.state.schema import kind_in
 from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.state.tables import ensure_dead_letter_table, table_path
@@ -140,7 +140,7 @@ def given_reasons(session: SparkSession, path: str, poison: DataFrame) -> DataFr
             "given_up_at",
         )
     )
-    nacked_ms = F.floor((F.col(C.DELIVERY_TIME_MS) - F.lit(NACK_ZONE_BASE)) / F.lit(NACK_SLOTS_PER_MS))
+    nacked_ms = nacked_at_ms(F.col(C.DELIVERY_TIME_MS))
     key = [C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ]  # a PEL row's: one row per entry and group
     matches = (
         poison.where(given_up())

@@ -17,7 +17,6 @@ from pyspark.sql.types import StringType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
-from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import (
@@ -37,6 +36,7 @@ from streamclaim_spark.fleet.claims.selection import with_entry_exists
 from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.nack_zone import first_nack_time
 from streamclaim_spark.state.schema import in_partitions, kind_in
 from streamclaim_spark.state.snapshot import Snapshot
 
@@ -176,8 +176,7 @@ def _with_nack_times(rows: DataFrame, now: int) -> DataFrame:
     per_group = Window.partitionBy(C.STREAM, C.GROUP)
     in_order = per_group.orderBy(F.when(is_claim, 0).otherwise(1), C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
     zone_end = F.max(F.when(F.col(C.DELIVERY_TIME_MS) < 0, F.col(C.DELIVERY_TIME_MS))).over(per_group)
-    slot = F.lit(NACK_ZONE_BASE + now * NACK_SLOTS_PER_MS)
-    first = F.when(zone_end.isNull() | (zone_end < slot), slot).otherwise(zone_end + 1)
+    first = first_nack_time(zone_end, now)
     return rows.withColumn(_NACK_TIME, F.when(is_claim, first + F.row_number().over(in_order) - 1))
 
 

@@ -19,7 +19,6 @@ from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, St
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RedriveOptions
-from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_of
@@ -30,6 +29,7 @@ from streamclaim_spark.fleet.recovery.plan import entries_of, head_source, pendi
 from streamclaim_spark.fleet.redrive.letters import ENTRY_KEY, OLDEST
 from streamclaim_spark.state.columns import id_text, stored_id_columns
 from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.nack_zone import first_nack_time
 from streamclaim_spark.state.schema import FIELD_PAIR, in_partitions, kind_in
 
 # What a redrive did with one entry (the OUTCOME column).
@@ -147,8 +147,7 @@ def _with_nack_times(ctx: Context, rows: DataFrame, partitions: list[str]) -> Da
         .groupBy(C.STREAM, C.GROUP)
         .agg(F.max(C.DELIVERY_TIME_MS).alias("_zone_end"))
     )
-    slot = F.lit(NACK_ZONE_BASE + ctx.now * NACK_SLOTS_PER_MS)
-    first = F.when(F.col("_zone_end").isNull() | (F.col("_zone_end") < slot), slot).otherwise(F.col("_zone_end") + 1)
+    first = first_nack_time(F.col("_zone_end"), ctx.now)
     in_order = Window.partitionBy(C.STREAM, C.GROUP).orderBy(OLDEST, C.ID_MS, C.ID_SEQ)
     rows = rows.join(zone, [C.STREAM, C.GROUP], "left")
     return rows.withColumn(_NACK_TIME, first + F.row_number().over(in_order) - 1)

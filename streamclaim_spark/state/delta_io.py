@@ -21,7 +21,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, apply_settings
+from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, USER_METADATA, apply_settings
 
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
@@ -53,11 +53,16 @@ _COMMIT_LOCKS_GUARD = threading.Lock()
 
 @contextlib.contextmanager
 def committing(spark: SparkSession) -> Iterator[None]:
-    """Brackets one commit's settings, MERGE and version read. On classic a thread's session is its own,
-    so nothing is needed. On Connect the session is shared by the caller's threads and is the user's:
-    one commit at a time, and the settings it changes and its target view are put back afterwards."""
+    """Brackets one commit's settings, MERGE and version read. On classic a thread's session is its own:
+    only the commit's label is taken off afterwards, so that no later write of that session (maintenance's
+    OPTIMIZE, a user's write through ``store.session()``) carries it. On Connect the session is shared by
+    the caller's threads and is the user's: one commit at a time, and the settings it changes and its
+    target view are put back afterwards."""
     if not is_connect(spark):
-        yield
+        try:
+            yield
+        finally:
+            spark.conf.unset(USER_METADATA)
         return
     with _COMMIT_LOCKS_GUARD:
         lock = _COMMIT_LOCKS.setdefault(spark.session_id, threading.Lock())  # type: ignore[attr-defined]

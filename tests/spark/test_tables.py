@@ -14,8 +14,11 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
+from streamclaim_spark.core.reader_marks import ReaderMark
 from streamclaim_spark.engine.transaction import own_commit_version
+from streamclaim_spark.fleet.maintenance.readers import streaming_readers
 from streamclaim_spark.state import tables
+from streamclaim_spark.state.commit_settings import USER_METADATA
 from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_table
 
@@ -104,6 +107,8 @@ def test_a_commit_finds_its_own_version_past_a_compaction_that_carries_its_user_
         store.append_streams(spark.range(40).selectExpr(f"concat('{prefix}', id) AS stream", "id AS n"), "stream")
     append = store.last_commit_version
     assert append is not None
+    # The label is taken off the thread's session once the commit is made: no later write there carries it.
+    assert store.session().conf.get(USER_METADATA, None) is None
     operation = commit_info(spark, store.state_path, append)["userMetadata"]
     spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", operation)
     try:
@@ -138,3 +143,26 @@ def test_a_dead_letter_table_made_before_the_redrive_gains_its_columns_once_and_
         "WRITE",
         "ADD COLUMNS",
     ]
+
+
+def test_a_streaming_query_restarts_from_its_batches_not_from_a_compaction_carrying_a_batch_label(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Three batch commits of one query (versions 0-2), then an OPTIMIZE with the last batch's label, as
+    # Delta's auto compaction commits it; the query restarts from the older of its two newest batches.
+    path = str(tmp_path / "state")
+    mark = ReaderMark("billing", "worker-1").operation()
+    for batch in range(3):
+        spark.range(batch, batch + 1).write.format("delta").mode("append").option(
+            "userMetadata", f"{mark} txn{batch}"
+        ).save(path)
+    spark.conf.set(USER_METADATA, f"{mark} txn2")
+    try:
+        DeltaTable.forPath(spark, path).optimize().executeCompaction()
+    finally:
+        spark.conf.unset(USER_METADATA)
+    assert commit_info(spark, path, 3)["operation"] == "OPTIMIZE"
+
+    readers = streaming_readers(spark, path)
+
+    assert [(reader.mark, reader.version) for reader in readers] == [(ReaderMark("billing", "worker-1"), 1)]

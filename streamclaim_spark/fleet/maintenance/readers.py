@@ -50,7 +50,9 @@ def streaming_readers(spark: SparkSession, state_path: str) -> list[StreamingRea
     older of its two newest batch commits. One Spark job over the log's commit infos, grouped there.
     """
     history = spark.sql(f"DESCRIBE HISTORY {quoted_path(state_path)}")
-    marked = history.where(F.col("userMetadata").startswith(BATCH_OPERATION + " {")).select(
+    # Delta's auto compaction commits right after a batch, in the same call, with the batch's label.
+    batches = F.col("userMetadata").startswith(BATCH_OPERATION + " {") & (F.col("operation") != "OPTIMIZE")
+    marked = history.where(batches).select(
         F.regexp_extract("userMetadata", r"^(.*) [^ ]*$", 1).alias("mark"), "version", "timestamp"
     )
     newest_two = marked.withColumn(

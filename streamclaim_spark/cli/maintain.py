@@ -14,21 +14,19 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
-from streamclaim_spark.cli.recover import CONF_DIR_ENV, store_exists
+from streamclaim_spark.cli.job_store import job_session, store_refusal
+from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core.config import AppConfig
-from streamclaim_spark.errors import InvalidArgumentError, MaintenanceRefusedError, UnsafeObjectStoreError
+from streamclaim_spark.errors import InvalidArgumentError, MaintenanceRefusedError
 from streamclaim_spark.fleet.maintenance import maintain
-from streamclaim_spark.state.session import session_from_config, writer_safety
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_CONFIG = 2
-EXIT_NO_STORE = 3
 EXIT_REFUSED = 4
 PROG = "streamclaim-maintain"
 
@@ -91,15 +89,10 @@ def run_job(
         ignore_readers: Go on even when a streaming query would be left unable to restart.
         summary_file: Also write the JSON summary to this file.
     """
-    owned = spark is None and SparkSession.getActiveSession() is None
-    session = spark if spark is not None else session_from_config(replace(config.spark, app_name=PROG))
-    try:
-        try:
-            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
-        except UnsafeObjectStoreError as error:
-            return _fail(EXIT_CONFIG, str(error))
-        if not store_exists(session, config.store.path):
-            return _fail(EXIT_NO_STORE, f"no store at {config.store.path}; pass --store with the folder of a store")
+    with job_session(config, spark, PROG) as session:
+        refused = store_refusal(session, config)
+        if refused is not None:
+            return _fail(*refused)
         try:
             report = maintain(
                 session,
@@ -114,9 +107,6 @@ def run_job(
             return _fail(EXIT_REFUSED, f"refused: {error}")
         print_line(report.to_json(), summary_file)
         return EXIT_OK
-    finally:
-        if owned:
-            session.stop()
 
 
 def _fail(code: int, message: str) -> int:

@@ -19,14 +19,14 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
-from streamclaim_spark.core import constants as C
+from streamclaim_spark.cli.job_store import EXIT_NO_STORE as EXIT_NO_STORE  # re-exported: one of the job's exit codes
+from streamclaim_spark.cli.job_store import job_session, store_refusal
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig
 from streamclaim_spark.core.retention import check_retention
 from streamclaim_spark.errors import (
     InvalidArgumentError,
     MaintenanceRefusedError,
     StoreLayoutError,
-    UnsafeObjectStoreError,
 )
 from streamclaim_spark.fleet.recovery import (
     PARTIAL,
@@ -36,15 +36,13 @@ from streamclaim_spark.fleet.recovery import (
     recover_stale,
 )
 from streamclaim_spark.metrics import PUSH_JOB, group_metrics, prometheus_registry, push, write_textfile
-from streamclaim_spark.state.delta_io import is_delta_table
-from streamclaim_spark.state.session import DELTA_PACKAGE, has_delta_jar, session_from_config, writer_safety
-from streamclaim_spark.state.tables import table_path, upgrade_layout
+from streamclaim_spark.state.session import DELTA_PACKAGE, has_delta_jar
+from streamclaim_spark.state.tables import upgrade_layout
 from streamclaim_spark.store import StreamStore
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_CONFIG = 2
-EXIT_NO_STORE = 3
 # Some groups stayed contended through every claim commit; the others are recovered (docs/RECOVERY.md).
 EXIT_PARTIAL = 4
 CONF_DIR_ENV = "STREAMCLAIM_CONF_DIR"
@@ -174,26 +172,16 @@ def run_job(
         maintain: After a run that changed the store, run maintenance (``fleet.maintenance``) too.
         metrics: Where to send the groups' and the run's metrics after the run (file, Pushgateway).
     """
-    owned = spark is None and SparkSession.getActiveSession() is None
-    session = spark if spark is not None else session_from_config(config.spark)
-    try:
+    with job_session(config, spark) as session:
         if not has_delta_jar(session):
             return _fail(
                 EXIT_CONFIG,
                 "Delta Lake's jar is not on Spark's classpath. Under spark-submit add "
                 f"--packages {DELTA_PACKAGE} (spark-submit resolves packages before the job starts).",
             )
-        try:
-            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
-        except UnsafeObjectStoreError as error:
-            return _fail(EXIT_CONFIG, str(error))
-        if not store_exists(session, config.store.path):
-            return _fail(
-                EXIT_NO_STORE,
-                f"no store at {config.store.path} (no Delta table at "
-                f"{table_path(config.store.path, C.STATE_TABLE_DIR)}); set store.path in conf/local.toml "
-                "or pass --store with the folder of an existing store",
-            )
+        refused = store_refusal(session, config)
+        if refused is not None:
+            return _fail(*refused)
         if upgrade:
             upgraded = upgrade_layout(session, config.store.path)
             print_line({"store": config.store.path, "upgraded": upgraded}, summary_file)
@@ -203,9 +191,6 @@ def run_job(
         except StoreLayoutError as error:
             return _fail(EXIT_CONFIG, f"{error} (or run {PROG} --upgrade-layout --store {config.store.path})")
         return _recover_and_report(store, config, summary_file, maintain, metrics or MetricsTargets())
-    finally:
-        if owned:
-            session.stop()
 
 
 def _recover_and_report(
@@ -238,11 +223,6 @@ def _recover_and_report(
     if report.status == PARTIAL:
         return _fail(EXIT_PARTIAL, f"recovery run {report.run_id} was partial: {report.error}")
     return EXIT_OK
-
-
-def store_exists(spark: SparkSession, path: str) -> bool:
-    """True when ``path`` holds a store (its state table), without creating anything."""
-    return is_delta_table(spark, table_path(path, C.STATE_TABLE_DIR))
 
 
 def maintenance_summary(store: StreamStore, config: AppConfig) -> dict[str, Any]:

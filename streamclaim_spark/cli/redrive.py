@@ -12,7 +12,6 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 
 from pyspark.sql import SparkSession
 
@@ -24,17 +23,16 @@ from streamclaim_spark.cli.flags import (
     print_line,
     start_job,
 )
-from streamclaim_spark.cli.recover import CONF_DIR_ENV, store_exists
+from streamclaim_spark.cli.job_store import job_session, store_refusal
+from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core.config import AppConfig, RedriveOptions
-from streamclaim_spark.errors import StoreLayoutError, UnsafeObjectStoreError
+from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.redrive import RedriveFailedError, RedriveSelectionError, redrive
-from streamclaim_spark.state.session import session_from_config, writer_safety
 from streamclaim_spark.store import StreamStore
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
 EXIT_CONFIG = 2
-EXIT_NO_STORE = 3
 PROG = "streamclaim-redrive"
 
 log = logging.getLogger("streamclaim_spark.cli.redrive")
@@ -106,15 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None) -> int:
     """Opens the configured store and redrives its dead letters; prints the JSON summary; returns the exit code."""
-    owned = spark is None and SparkSession.getActiveSession() is None
-    session = spark if spark is not None else session_from_config(replace(config.spark, app_name=PROG))
-    try:
-        try:
-            writer_safety(session, config.store.path, single_writer=config.store.single_writer)
-        except UnsafeObjectStoreError as error:
-            return _fail(EXIT_CONFIG, str(error))
-        if not store_exists(session, config.store.path):
-            return _fail(EXIT_NO_STORE, f"no store at {config.store.path}; pass --store with the folder of a store")
+    with job_session(config, spark, PROG) as session:
+        refused = store_refusal(session, config)
+        if refused is not None:
+            return _fail(*refused)
         try:
             store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
         except StoreLayoutError as error:
@@ -130,9 +123,6 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
             return _fail(EXIT_RUN_FAILED, str(error))
         print_line(report.to_json(), summary_file)
         return EXIT_OK
-    finally:
-        if owned:
-            session.stop()
 
 
 def _fail(code: int, message: str) -> int:

@@ -12,6 +12,7 @@ Each section records its result or the error it raised, so one failure never hid
 from __future__ import annotations
 
 import pickle
+import shutil
 import sys
 import time
 import traceback
@@ -22,7 +23,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore, sql
-from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.config import RecoveryOptions, RedriveOptions
 from streamclaim_spark.errors import StreamclaimError
 from streamclaim_spark.fleet.claims import ClaimRequest, StaleSelection
 from streamclaim_spark.fleet.recovery import recover_stale
@@ -124,6 +125,31 @@ def recovery(spark: SparkSession, store: StreamStore) -> dict[str, Any]:
     }
 
 
+def redrive(store: StreamStore, work: Path) -> dict[str, Any]:
+    """The recovery section's two dead letters put back into their group, then read with XREADGROUP ...
+    CLAIM and acknowledged, on a copy of the fleet's store (the other sections read it as recovery left it)."""
+    copy = work / "redrive"
+    shutil.copytree(store.path, copy)
+    redriven = StreamStore.open(str(copy), spark=store.spark)
+    options = RedriveOptions(streams=("jobs",))
+    report = redriven.redrive(options, run_id="connect-redrive-1")
+    # NACK-zone entries come first; the COUNT leaves the recovery's own claims where they are.
+    claimed = redriven.execute(
+        "XREADGROUP", "GROUP", "workers", "alive", "COUNT", "2", "CLAIM", "0", "STREAMS", "jobs", ">"
+    )
+    ids = [entry[0] for entry in claimed[0][1]] if claimed else []
+    acked = redriven.execute("XACK", "jobs", "workers", *ids) if ids else 0
+    again = redriven.redrive(options, run_id="connect-redrive-2")
+    return {
+        "status": report.status,
+        "recorded": report.recorded,
+        "totals": report.totals,
+        "claimed": claimed,
+        "acked": acked,
+        "again": again.totals,
+    }
+
+
 def sql_views(spark: SparkSession, queries: dict[str, str]) -> dict[str, Any]:
     """The docs' queries over the fleet's store, through the views ``sql.register`` made."""
     return {name: [tuple(row) for row in spark.sql(query).collect()] for name, query in queries.items()}
@@ -149,6 +175,7 @@ def main(url: str, work: str, request_path: str, result_path: str) -> None:
         "fleet": lambda: fleet_pel(stores.setdefault("fleet", fleet(spark, folder))),
         "batched_claim": lambda: batched_claim(stores["fleet"]),
         "recovery": lambda: recovery(spark, stores["fleet"]),
+        "redrive": lambda: redrive(stores["fleet"], folder),
         "sql": lambda: sql_views(spark, request["queries"]),
         "streaming": lambda: streaming_refused(spark),
     }

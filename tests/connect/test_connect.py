@@ -131,6 +131,19 @@ def test_a_recovery_run_on_spark_connect_claims_and_dead_letters(on_connect: dic
     assert recovered["dead_letters"] == ids[:2]
 
 
+def test_a_redrive_on_spark_connect_puts_the_dead_letters_back_once(on_connect: dict[str, Any]) -> None:
+    ids = section(on_connect, "recovery")["ids"]
+    redriven = section(on_connect, "redrive")
+
+    assert (redriven["status"], redriven["recorded"]) == ("succeeded", True)
+    assert redriven["totals"]["redriven"] == 2
+    # The two dead letters, first to the group's next reader through XREADGROUP ... CLAIM.
+    assert redriven["claimed"][0][0] == "jobs"
+    assert [entry[:2] for entry in redriven["claimed"][0][1]] == [[ids[0], ["n", "1"]], [ids[1], ["n", "2"]]]
+    assert redriven["acked"] == 2
+    assert redriven["again"]["redriven"] == 0
+
+
 def test_the_sql_views_answer_the_docs_queries_on_spark_connect_as_on_classic(
     on_connect: dict[str, Any], spark: SparkSession
 ) -> None:

@@ -6,8 +6,9 @@ owner. Aggregated from the rows, it reads every PEL row of the group: 10M rows, 
 and each column's smallest and largest value. A file whose statistics show that all its rows are
 this group's pending rows with one owner (a bulk delivery's or a batched claim's files: every row of
 a dead consumer's PEL has the same owner) is counted from its statistics alone; the files that mix
-groups or owners are read, and so are the files holding the smallest and the largest ID (statistics
-give each column's extremes apart, so an ID's sequence part needs its row). The answer is exact:
+groups or owners are read, and so are the files that may hold the smallest and the largest ID
+(statistics give each column's extremes apart, so an ID's sequence part needs its row), unless all of
+a file's IDs share one millisecond, as a bulk append's do: its bounds are then IDs. The answer is exact:
 nothing is estimated, and any file without statistics, or with a deletion vector (its row count
 would include deleted rows), makes the caller aggregate the rows as before.
 
@@ -24,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import bucket_of
 from streamclaim_spark.state.columns import id_range_aggregates
 from streamclaim_spark.state.delta_io import delta_log
@@ -43,10 +45,13 @@ _READ_SCHEMA = StructType(
 class StatsSummary:
     """A PEL summary in two parts: the count per owner of the files the statistics answer (None: rows
     with no owner, XNACKed), and ``read`` (owner, ``n``, ``lo``, ``hi`` per owner, as
-    ``columns.id_range_aggregates``) over the files that must be opened, None when there are none."""
+    ``columns.id_range_aggregates``) over the files that must be opened, None when there are none.
+    ``known`` holds pending IDs the statistics name exactly (the extremes of files whose IDs share one
+    millisecond), among them the smallest and the largest ID wherever no file had to be read for them."""
 
     counted: dict[str | None, int]
     read: DataFrame | None
+    known: tuple[StreamId, ...] = ()
 
 
 def summary_from_stats(
@@ -66,23 +71,30 @@ def summary_from_stats(
     for file in files:
         (whole if _one_owner(file, key, partition_id) else mixed).append(file)
     to_read = {file["path"] for file in mixed}
+    known: list[StreamId] = []
     if whole:
         # A file's IDs lie between (smallest ms, smallest seq) and (largest ms, largest seq). The smallest
         # ID is no larger than the smallest of the upper bounds, so only files starting at or below it
-        # can hold it; the same for the largest.
+        # can hold it; the same for the largest. Those are read, unless all their IDs share one ms (a
+        # bulk append's, and so its delivery's): then both bounds are IDs of the file, exactly.
         below = min(_high(file) for file in whole)
         above = max(_low(file) for file in whole)
-        to_read |= {file["path"] for file in whole if _low(file) <= below or _high(file) >= above}
+        for file in whole:
+            if _low(file) <= below or _high(file) >= above:
+                if file["low_ms"] == file["high_ms"]:
+                    known.extend(StreamId.from_stored(*bound) for bound in (_low(file), _high(file)))
+                else:
+                    to_read.add(file["path"])
     counted: dict[str | None, int] = {}
     for file in whole:
         if file["path"] not in to_read:
             owner = file["owner_low"] if file["owner_nulls"] == 0 else None
             counted[owner] = counted.get(owner, 0) + file["rows"]
     if not to_read:
-        return StatsSummary(counted, None)
+        return StatsSummary(counted, None, tuple(known))
     rows = spark.read.schema(_READ_SCHEMA).parquet(*(data_file_path(table_path, path) for path in sorted(to_read)))
     mine = (F.col(C.PARTITION_ID) == partition_id) & (F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.STREAM) == key)
-    return StatsSummary(counted, rows.where(mine).groupBy(C.OWNER).agg(*id_range_aggregates()))
+    return StatsSummary(counted, rows.where(mine).groupBy(C.OWNER).agg(*id_range_aggregates()), tuple(known))
 
 
 def _pending_files(files: DataFrame, partition_id: str) -> list[Row]:

@@ -234,7 +234,10 @@ class Snapshot(PrefetchedSnapshot):
         counts: dict[str, int] = {}
         total = 0
         parts: list[DataFrame] = []
+        lowest: StreamId | None = None
+        highest: StreamId | None = None
         if from_stats is not None:
+            lowest, highest = min(from_stats.known, default=None), max(from_stats.known, default=None)
             for owner, n in from_stats.counted.items():
                 total += n
                 if owner is not None:  # XNACKed entries count in the total, under no consumer
@@ -254,8 +257,6 @@ class Snapshot(PrefetchedSnapshot):
             for part in parts[1:]:
                 summary = summary.unionByName(part, allowMissingColumns=True)
             found_rows = summary.collect()
-        lowest: StreamId | None = None
-        highest: StreamId | None = None
         for found in found_rows:
             if found[C.ROW_KIND] != C.KIND_PENDING:
                 self._remember_head(found["row"])

@@ -169,6 +169,32 @@ def counted_from_stats(store: StreamStore) -> dict[str | None, int]:
     return summary.counted
 
 
+def test_xpending_summary_reads_the_files_that_may_hold_its_extremes_when_their_ids_span_milliseconds(
+    spark: SparkSession, make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 0)  # the statistics' way in a test-sized table
+    clock = ManualClock(T0)
+    store = make_store(clock=clock, rows_per_file=100)
+    # Three appends of three ms: the PEL's first and last 100-row files each hold IDs of two of them.
+    for ms, size in ((T0, 50), (T0 + 1, 900), (T0 + 2, 50)):
+        clock.now = ms
+        store.append("s", spark.range(size).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "c")
+    files = (
+        store.snapshot()
+        .pending_frame("s", "g")
+        .groupBy(F.input_file_name().alias("file"))
+        .agg(F.count("*").alias("rows"), F.min("id_ms").alias("low"), F.max("id_ms").alias("high"))
+        .collect()
+    )
+    lowest, highest = min(files, key=lambda f: f["low"]), max(files, key=lambda f: f["high"])
+    assert lowest["low"] < lowest["high"] and highest["low"] < highest["high"]
+
+    assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0 + 2}-49", [["c", "1000"]]]
+    assert counted_from_stats(store) == {"c": 1000 - lowest["rows"] - highest["rows"]}
+
+
 def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_stay_id_ordered(
     spark: SparkSession, make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -195,9 +221,10 @@ def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_
     ]
     assert store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1") == [[f"{T0}-999", ["n", "999"]]]
     assert store.execute("XPENDING", "s", "g", "-", "+", "2") == [[f"{T0}-0", "c", 0, 1], [f"{T0}-1", "c", 0, 1]]
-    # Large: each PEL file (one owner) is counted from Delta's statistics, only the first and last read.
+    # Large: each PEL file (one owner) is counted from Delta's statistics, none read: the IDs of the first
+    # and the last file share one ms (one bulk append's), so their bounds are the smallest and largest IDs.
     assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "1000"]]]
-    assert counted_from_stats(store) == {"c": 800}
+    assert counted_from_stats(store) == {"c": 1000}
 
     # A claim rewrites the first PEL file; written back by one task, it stays one narrow ID range.
     clock.now = T0 + 10_000
@@ -216,8 +243,9 @@ def test_ordered_reads_with_a_limit_stop_at_the_first_files_and_rewritten_files_
     assert store.execute("XNACK", "s", "g", "FAIL", "IDS", "1", f"{T0}-500") == 1
     assert store.execute("XPENDING", "s", "g") == [1000, f"{T0}-0", f"{T0}-999", [["c", "903"], ["d", "96"]]]
     assert store.snapshot().pending_summary("s", "g") == (1000, StreamId(T0, 0), StreamId(T0, 999), {"c": 903, "d": 96})
-    # Read: the first file (two owners), 100-199 (may hold the smallest ID), 500-599 (XNACKed), the last.
-    assert counted_from_stats(store) == {"c": 600}
+    # Read: the first file (two owners) and 500-599 (XNACKed); 100-199 (it may hold the smallest ID) and
+    # the last file are counted, their bounds IDs of one ms.
+    assert counted_from_stats(store) == {"c": 800}
     monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 1 << 40)  # the same, aggregated from the rows
     assert store.snapshot().pending_summary("s", "g") == (1000, StreamId(T0, 0), StreamId(T0, 999), {"c": 903, "d": 96})
     monkeypatch.setattr(file_stats, "NARROW_FROM_BYTES", 0)

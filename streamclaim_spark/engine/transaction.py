@@ -132,8 +132,10 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     # other buckets cannot interfere with this one; the partition literals let it skip files by statistics,
     # except for heads in bulk: thousands of partitions lie in every head file, so their literals skip
     # none and cost their parsing and a test per row in both of the MERGE's passes.
-    partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
-    named = "" if heads_in_bulk else f"AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
+    named = ""
+    if not heads_in_bulk:
+        partitions = ", ".join(f"'{partition}'" for partition in sorted(plan.partitions))
+        named = f"AND {TARGET}.{C.PARTITION_ID} IN ({partitions}) "
     on = (
         f"{TARGET}.{C.BUCKET} IN ({buckets}) {named}"
         f"AND {TARGET}.{C.PARTITION_ID} = s.{C.PARTITION_ID} "
@@ -161,7 +163,7 @@ def is_heads_in_bulk(plan: Plan) -> bool:
     (``create_groups``, a fleet recovery round's new consumers): its MERGE then runs as a bulk plan's.
 
     A command's few rows join in one task with adaptive execution and broadcasts off (``small``), which
-    saves Spark jobs; 20,000 head rows so joined took 5.1-5.8 s against 3.7-4.7 s as a bulk plan
+    saves Spark jobs; 20,000 head rows so joined took 5.4-6.8 s against 3.7-4.9 s as a bulk plan
     (create_groups of 10,000 groups, docs/BENCHMARKS.md). Entries and PEL rows keep the one task, which
     writes them back ID-ordered (``_one_shuffle_partition``); head files are read by partition, not range.
     """

@@ -80,8 +80,8 @@ def test_append_streams_refuses_a_frame_without_the_column_or_with_nameless_rows
 def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(
     fleet: StreamStore, monkeypatch: pytest.MonkeyPatch, heads_in_bulk: bool
 ) -> None:
-    # 62 groups of 48 streams: 110 partitions, a bulk plan's MERGE once the threshold is below them.
-    monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 100 if heads_in_bulk else transaction.HEADS_IN_BULK_FROM)
+    if heads_in_bulk:  # 62 groups of 48 streams: 110 partitions, a bulk plan's MERGE below this threshold
+        monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 100)
     before = current_version(fleet)
     groups: list[NewGroup | tuple[str, ...]] = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
     groups += [(f"t{n}", "audit", "0") for n in range(0, 28, 2)]

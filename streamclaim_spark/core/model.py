@@ -7,12 +7,13 @@ touches Spark, so the command logic is testable without a session.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 
@@ -177,6 +178,10 @@ class Removal:
     ``partitions``, or None for every row of the kind there; ``low``/``high`` bound their IDs (Delta
     skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
     the files' own row counts: no query counts them first.
+
+    ``empties`` may name files the removal takes every row of, so that they are dropped unread: a
+    test on the statistics of a file added by the commit of version ``written_at`` and still in the
+    table (a file's rows never change under its name; a deletion vector since sends it to the rewrite).
     """
 
     kind: str
@@ -185,6 +190,8 @@ class Removal:
     low: StreamId | None = None
     high: StreamId | None = None
     removed: int | None = None
+    empties: Callable[[FileBounds], bool] | None = None
+    written_at: int | None = None
 
 
 @dataclass

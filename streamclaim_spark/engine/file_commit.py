@@ -104,7 +104,9 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         raise InvalidArgumentError("a plan removes rows of one Removal at most")
     for removal in plan.removals:
         files = txn.files_in(_removal_filter(removal))
-        written = txn.write(_without(txn.read_files(files), removal)) if files else []
+        emptied = _emptied(txn, removal, files)
+        kept = [file for file in files if str(file.path()) not in emptied]
+        written = txn.write(_without(txn.read_files(kept), removal)) if kept else []
         removal.removed = sum(row_count(file) for file in files) - sum(row_count(file) for file in written)
         rewritten.extend(files)
         added.extend(written)
@@ -196,6 +198,22 @@ def _guard_check(keys: DataFrame, existing: DataFrame | None) -> DataFrame:
     )
     failing = joined.where(F.when(stale, stale_snapshot_error()).otherwise(F.lit(False)).cast("boolean"))
     return failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields))
+
+
+def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> set[str]:
+    """The paths of ``files`` the removal takes every row of, by its ``empties`` test: dropped unread.
+    Only files the commit of ``removal.written_at`` added qualify (their statistics are in its log
+    entry), with no deletion vector now (a file's rows never change under its name otherwise)."""
+    if removal.empties is None or removal.written_at is None or not files:
+        return set()
+    written = txn.added_at(removal.written_at)
+    return {
+        path
+        for file in files
+        if file.deletionVector() is None
+        and (bounds := written.get(path := str(file.path()))) is not None
+        and removal.empties(bounds)
+    }
 
 
 def _removal_filter(removal: Removal) -> Column:

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
@@ -111,6 +112,24 @@ class DeltaTransaction:
         # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
         # given whole prunes nothing (it names a data column too).
         return self._seq(_conjuncts(analyzed.condition()))
+
+    def added_at(self, version: int) -> dict[str, FileBounds]:
+        """The data files the commit of ``version`` added, by path, each with its statistics' bounds.
+        Read from that commit's log entry on the driver (no Spark job): ``files_in`` drops every
+        statistic but the row count. Empty when the entry is gone (log retention) or has no statistics."""
+        none = self._jvm.scala.Option.empty()
+        try:
+            changes = self._txn.deltaLog().getChanges(version, version, none, False)
+            actions = self._java_list(changes.next()._2()) if changes.hasNext() else []
+        except Py4JError:
+            return {}
+        added: dict[str, FileBounds] = {}
+        for action in actions:
+            if action.getClass().getSimpleName() == "AddFile" and action.deletionVector() is None:
+                bounds = FileBounds.from_stats(str(action.path()), action.stats())
+                if bounds is not None:
+                    added[bounds.path] = bounds
+        return added
 
     def read_files(self, files: Sequence[Any]) -> DataFrame:
         """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Inp
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need, Removal
 from streamclaim_spark.core.partitions import group_partition, stream_partition
@@ -232,7 +233,23 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         high = max(end for _, end in ranges.values())
         partitions = tuple(sorted(group_partition(s, group) for s in ranges))
         keys = done.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
-        ctx.plan.add_removal(Removal(C.KIND_PENDING, partitions, keys, low, high))
+
+        def empties(file: FileBounds) -> bool:
+            """Every row of ``file``, which was in the table at the batch's version, is a pending row of
+            this consumer in one stream's range: the batch emitted all of them, and (the file unchanged
+            since) they are pending as delivered: all acknowledged. The batch's delivery wrote such files."""
+            return (
+                file.only(C.ROW_KIND, C.KIND_PENDING)
+                and file.only(C.OWNER, consumer)
+                and any(
+                    file.only(C.PARTITION_ID, group_partition(s, group)) and file.ids_between(start.incr(), end)
+                    for s, (start, end) in ranges.items()
+                )
+            )
+
+        ctx.plan.add_removal(
+            Removal(C.KIND_PENDING, partitions, keys, low, high, empties=empties, written_at=batch.version)
+        )
         return set(ranges)
 
     def _redeliver_pending(

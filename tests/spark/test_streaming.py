@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -19,11 +20,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.partitions import bucket_of, group_partition
+from streamclaim_spark.state.tables import table_path
 from streamclaim_spark.streaming import register
 from streamclaim_spark.streaming.driver import DriverLink
 from streamclaim_spark.streaming.options import sink_options
 from streamclaim_spark.streaming.sink import AppendWriter, recorded_batch, sink_app_id
 from tests.spark.test_concurrency import Worker
+from tests.spark.test_file_commits import log_entry, state_version
 
 pytestmark = pytest.mark.spark
 
@@ -92,6 +97,18 @@ def test_an_available_now_query_reads_ten_thousand_entries_once_each_and_acknowl
         sink(frame, batch_id)
         if batch_id == 0:  # the recovery job claims an in-flight entry: the query must not acknowledge it
             assert store.execute("XCLAIM", "orders", "billing", "recovery", "0", claimed, "JUSTID") == [claimed]
+        if batch_id == 1:
+            # Nothing touched this batch's PEL rows: the next batch's acknowledgement drops the file its
+            # delivery wrote without opening it (a read of it would now fail the query).
+            entry = log_entry(store, state_version(store))
+            pel_bucket = bucket_of(group_partition("orders", "billing"), C.KIND_PENDING)
+            written = [
+                path
+                for bucket, stats, path in entry["added"]
+                if bucket == pel_bucket and stats["minValues"][C.OWNER] == stats["maxValues"][C.OWNER] == "spark-1"
+            ]
+            assert len(written) == 1  # beside it, batch 0's file rewritten without its rows: the claimed one
+            (Path(table_path(store.path, C.STATE_TABLE_DIR)) / unquote(written[0])).unlink()
 
     query = group_stream(store, "spark-1", maxEntriesPerTrigger=4000).writeStream.foreachBatch(claiming)
     query.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start().awaitTermination()

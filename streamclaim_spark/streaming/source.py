@@ -59,8 +59,11 @@ class ArrowPartition(InputPartition):
 
 
 def _partitions(rows: DataFrame, rows_per_partition: int) -> list[InputPartition]:
-    """Collects ``rows`` as Arrow (one Spark job) and cuts them into partitions of at most ``rows_per_partition``."""
-    table = rows.toArrow()
+    """Collects ``rows`` as Arrow (one Spark job), puts them in stream and ID order, and cuts them into
+    partitions of at most ``rows_per_partition``. Sorted on the driver: Spark's sort of rows bound for
+    the driver anyway costs a sampling job and a shuffle (a micro-batch's 125,000 rows: 0.x s)."""
+    table = rows.toArrow().sort_by([(C.STREAM, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
+    table = table.drop_columns([C.ID_MS, C.ID_SEQ])
     # Spark checks the rows against the declared schema, whose columns are all nullable.
     table = table.cast(pa.schema([column.with_nullable(True) for column in table.schema]))
     parts: list[InputPartition] = []
@@ -104,12 +107,14 @@ def _entry_rows(table: DataFrame, ranges: dict[str, tuple[StreamId, StreamId]], 
         rows = pending.select(C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS).join(
             entries, [C.STREAM, C.ID_MS, C.ID_SEQ], "left"
         )
-    return rows.orderBy(C.STREAM, C.ID_MS, C.ID_SEQ).select(
+    return rows.select(
         F.col(C.STREAM).alias("stream"),
         id_text(C.ID_MS, C.ID_SEQ).alias("id"),
         F.col(C.FIELDS).alias("fields"),
         F.col(C.DELIVERY_COUNT).alias("delivery_count"),
         F.timestamp_millis(F.col(C.DELIVERY_TIME_MS)).alias("delivered_at"),
+        C.ID_MS,
+        C.ID_SEQ,
     )
 
 

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from streamclaim_spark.core.config import AppConfig, Key, RecoveryOptions
+from streamclaim_spark.core.conf_keys import Key
+from streamclaim_spark.core.config import AppConfig, RecoveryOptions
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.errors import ConfigError
 

@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 from streamclaim_spark.cli.flags import start_job
 from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.config import Key, SparkConfig
+from streamclaim_spark.core.conf_keys import Key
+from streamclaim_spark.core.config import SparkConfig
 from streamclaim_spark.core.config_loader import flag_overrides
 from streamclaim_spark.importer import DEFAULT_PAGE, ImportRefusedError, StreamCopy, import_redis
 from streamclaim_spark.importer.redis_reader import raw_replies, stream_keys

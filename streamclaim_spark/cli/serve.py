@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from streamclaim_spark.core.config import AppConfig, Key
+from streamclaim_spark.core.conf_keys import Key
+from streamclaim_spark.core.config import AppConfig
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
 from streamclaim_spark.errors import ConfigError, UnsafeObjectStoreError
 from streamclaim_spark.server.server import PROG, StreamClaimServer

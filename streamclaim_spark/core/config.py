@@ -1,8 +1,8 @@
 """Typed configuration of the jobs: the sections of ``conf/*.toml`` as frozen dataclasses, and their keys.
 
 Each key is declared once, on its dataclass field (``conf_key``: its parser, and its name in the file or
-on the command line where that differs from the field's); the parsers below check and convert a value,
-or say how to fix it. ``config_loader`` reads the files and flags into these sections, deriving the
+on the command line where that differs from the field's); the parsers (``conf_keys``) check and convert a
+value, or say how to fix it. ``config_loader`` reads the files and flags into these sections, deriving the
 schema, ``known_keys`` and the flags' overrides from the same fields. Nothing here touches Spark.
 """
 
@@ -11,31 +11,36 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from streamclaim_spark.core.backoff import Backoff, parse_backoff
+from streamclaim_spark.core.conf_keys import (
+    Key,
+    conf_key,
+    conf_keys,
+    parse_boolean,
+    parse_identifier,
+    parse_log_level,
+    parse_memory,
+    parse_password,
+    parse_patterns,
+    parse_port,
+    parse_positive_int,
+    parse_remote,
+    parse_text,
+    value_parser,
+)
 from streamclaim_spark.core.durations import parse_duration_ms
-from streamclaim_spark.errors import ConfigError, InvalidArgumentError, InvalidConfigValueError
-
-if TYPE_CHECKING:
-    from streamclaim_spark.core.policies import RecoveryPolicy
+from streamclaim_spark.errors import InvalidArgumentError
 
 DEFAULT_DATABASE = "streamclaim"
 
 Assign = Literal["consumer", "live", "nack"]
 ASSIGN_MODES: tuple[Assign, ...] = ("consumer", "live", "nack")
-# Levels log4j (and SparkContext.setLogLevel) accept.
-LOG_LEVELS = ("ALL", "DEBUG", "ERROR", "FATAL", "INFO", "OFF", "TRACE", "WARN")
-
-_MEMORY = re.compile(r"^\d+[kmgt]b?$", re.IGNORECASE)
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-
-Key = tuple[str, ...]
-Parser = Callable[[Any], Any]
 
 
 def resolve_store_path(path: str, base: Path | str | None = None) -> str:
@@ -46,93 +51,11 @@ def resolve_store_path(path: str, base: Path | str | None = None) -> str:
     return os.path.abspath(os.path.join(base if base is not None else os.getcwd(), path))
 
 
-# --- value parsers: each returns the value or raises InvalidConfigValueError saying what the key needs ---
-
-
-def _parser(accepts: Callable[[Any], bool], problem: str, convert: Parser = lambda value: value) -> Parser:
-    """A parser that converts the values ``accepts`` and refuses the others with ``problem``."""
-
-    def parse(value: Any) -> Any:
-        if not accepts(value):
-            raise InvalidConfigValueError(problem)
-        return convert(value)
-
-    return parse
-
-
-_text = _parser(lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string")
-_identifier = _parser(
-    lambda v: isinstance(v, str) and bool(_IDENTIFIER.match(v)),
-    "must be a SQL identifier: letters, digits and _, not starting with a digit",
-)
-_remote = _parser(
-    lambda v: isinstance(v, str) and (v.startswith("sc://") or v.startswith("local")),
-    'must be a Spark Connect URL such as "sc://host:15002" (or "local[2]" for a local Connect server)',
-)
-_boolean = _parser(lambda v: isinstance(v, bool), "must be true or false (TOML booleans, no quotes)")
-_positive_int = _parser(lambda v: type(v) is int and v >= 1, "must be a whole number of 1 or more (no quotes)")
-_port = _parser(
-    lambda v: type(v) is int and 0 <= v <= 65535, "must be a TCP port from 0 to 65535 (no quotes; 0 picks a free port)"
-)
-_password = _parser(lambda v: isinstance(v, str), 'must be a string ("" for no password)')
-_memory = _parser(
-    lambda v: isinstance(v, str) and bool(_MEMORY.match(v)), 'must be a JVM memory size such as "512m" or "2g"'
-)
-_log_level = _parser(
-    lambda v: isinstance(v, str) and v.upper() in LOG_LEVELS, f"must be one of {', '.join(LOG_LEVELS)}", str.upper
-)
-_patterns = _parser(
-    lambda v: isinstance(v, list) and bool(v) and all(isinstance(name, str) and name for name in v),
-    'must be a non-empty list of names or glob patterns, e.g. ["orders-*", "payments"]',
-    tuple,
-)
-_assign = _parser(
+_assign = value_parser(
     lambda v: v in ASSIGN_MODES,
     'must be "consumer" (one recovery consumer), "live" (spread over live consumers) or "nack" '
     "(give them back to their group, as XNACK FAIL does)",
 )
-
-
-def spark_value(value: Any) -> str:
-    """A ``[spark.conf]`` value as the text Spark takes."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float | str):
-        return str(value)
-    raise InvalidConfigValueError("must be a string, number or boolean")
-
-
-# --- the keys: declared on the dataclass fields --------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfKey:
-    """What makes a dataclass field a key of its class's ``TABLE``; declared with ``conf_key``."""
-
-    parse: Parser  # checks and converts the file's (or flag's) value; raises InvalidConfigValueError saying the fix
-    name: str = ""  # the key's name, when not the field's (min_idle for min_idle_ms)
-    flag: str = ""  # the argparse attribute of the flag that sets it, when not the key's name
-    from_flag: Parser | None = None  # turns the flag's value into the key's (--store: from the current folder)
-    spark: str = ""  # the spark.* setting it stands for: refused in [spark.conf], so it has one place
-    through: str = ""  # how that refusal names the key, when not "[table] name"
-
-
-def conf_key(parse: Parser, name: str = "", **declared: Any) -> dict[str, ConfKey]:
-    """Field metadata declaring the field a conf key (see ``ConfKey``)."""
-    return {"conf_key": ConfKey(parse, name, **declared)}
-
-
-def conf_keys(section: type[Any]) -> Iterator[tuple[str, Key, ConfKey]]:
-    """(field name, key, declaration) of each conf key of a section dataclass."""
-    for item in fields(section):
-        if "conf_key" in item.metadata:
-            declared: ConfKey = item.metadata["conf_key"]
-            yield item.name, (*section.TABLE, declared.name or item.name), declared
-
-
-def dotted(key: Key) -> str:
-    """``("jobs", "recover_stale", "min_idle")`` as ``jobs.recover_stale.min_idle`` (spark keys quoted)."""
-    return ".".join(f'"{part}"' if "." in part else part for part in key)
 
 
 @dataclass(frozen=True)
@@ -151,9 +74,9 @@ class StoreConfig:
 
     TABLE: ClassVar[Key] = ("store",)
 
-    path: str = field(metadata=conf_key(_text, flag="store", from_flag=resolve_store_path))
-    database: str = field(default=DEFAULT_DATABASE, metadata=conf_key(_identifier))
-    single_writer: bool = field(default=False, metadata=conf_key(_boolean))
+    path: str = field(metadata=conf_key(parse_text, flag="store", from_flag=resolve_store_path))
+    database: str = field(default=DEFAULT_DATABASE, metadata=conf_key(parse_identifier))
+    single_writer: bool = field(default=False, metadata=conf_key(parse_boolean))
     history_retention_ms: int | None = field(
         default=None, metadata=conf_key(parse_duration_ms, "history_retention", flag="retain")
     )
@@ -179,20 +102,22 @@ class SparkConfig:
     # The session builder takes these as arguments, so that spark-submit's own master can win.
     BUILDER_SETTINGS: ClassVar[tuple[str, ...]] = ("spark.app.name", "spark.master", "spark.remote")
 
-    app_name: str = field(default="streamclaim-recover", metadata=conf_key(_text, spark="spark.app.name"))
+    app_name: str = field(default="streamclaim-recover", metadata=conf_key(parse_text, spark="spark.app.name"))
     master: str = field(
         default="local[*]",
         metadata=conf_key(
-            _text, spark="spark.master", through="spark.master (use [spark] master, or spark-submit --master)"
+            parse_text, spark="spark.master", through="spark.master (use [spark] master, or spark-submit --master)"
         ),
     )
-    shuffle_partitions: int = field(default=4, metadata=conf_key(_positive_int, spark="spark.sql.shuffle.partitions"))
-    driver_memory: str | None = field(default=None, metadata=conf_key(_memory, spark="spark.driver.memory"))
+    shuffle_partitions: int = field(
+        default=4, metadata=conf_key(parse_positive_int, spark="spark.sql.shuffle.partitions")
+    )
+    driver_memory: str | None = field(default=None, metadata=conf_key(parse_memory, spark="spark.driver.memory"))
     log_level: str = field(
-        default="WARN", metadata=conf_key(_log_level, flag="spark_log_level", spark="spark.log.level")
+        default="WARN", metadata=conf_key(parse_log_level, flag="spark_log_level", spark="spark.log.level")
     )
     conf: Mapping[str, str] = field(default_factory=dict)
-    remote: str | None = field(default=None, metadata=conf_key(_remote, spark="spark.remote"))
+    remote: str | None = field(default=None, metadata=conf_key(parse_remote, spark="spark.remote"))
 
     def settings(self) -> dict[str, str]:
         """Every Spark setting this config makes as ``spark.*`` keys, but the builder's own arguments."""
@@ -202,6 +127,20 @@ class SparkConfig:
             if declared.spark and declared.spark not in self.BUILDER_SETTINGS and value is not None:
                 settings[declared.spark] = str(value)
         return settings
+
+
+class GroupPolicy(Protocol):
+    """What the run's options need of a per-group policy (``core.policies.RecoveryPolicy``, which reads
+    and applies them): the options only carry them, so this module does not import that one."""
+
+    @property
+    def name(self) -> str: ...
+
+    def names(self, stream: str, group: str) -> bool: ...
+
+    def over(self, options: RecoveryOptions) -> RecoveryOptions: ...
+
+    def to_json(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -231,16 +170,16 @@ class RecoveryOptions:
     TABLE: ClassVar[Key] = ("jobs", "recover_stale")
 
     min_idle_ms: int = field(default=300_000, metadata=conf_key(parse_duration_ms, "min_idle"))
-    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
-    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
+    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(parse_patterns))
+    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(parse_patterns))
     assign: Assign = field(default="consumer", metadata=conf_key(_assign))
-    consumer: str = field(default="recovery", metadata=conf_key(_text))
+    consumer: str = field(default="recovery", metadata=conf_key(parse_text))
     live_window_ms: int = field(default=600_000, metadata=conf_key(parse_duration_ms, "live_window"))
-    dead_letter: bool = field(default=True, metadata=conf_key(_boolean))
-    max_deliveries: int = field(default=10, metadata=conf_key(_positive_int))
-    dry_run: bool = field(default=False, metadata=conf_key(_boolean))
+    dead_letter: bool = field(default=True, metadata=conf_key(parse_boolean))
+    max_deliveries: int = field(default=10, metadata=conf_key(parse_positive_int))
+    dry_run: bool = field(default=False, metadata=conf_key(parse_boolean))
     backoff: Backoff | None = field(default=None, metadata=conf_key(parse_backoff))
-    policies: tuple[RecoveryPolicy, ...] = ()
+    policies: tuple[GroupPolicy, ...] = ()
 
     def __post_init__(self) -> None:
         if self.min_idle_ms < 0:
@@ -284,14 +223,14 @@ class RedriveOptions:
 
     TABLE: ClassVar[Key] = ("jobs", "redrive")
 
-    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
-    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(_patterns))
-    where: str | None = field(default=None, metadata=conf_key(_text))
-    reset_count: bool = field(default=False, metadata=conf_key(_boolean))
-    max_redrives: int | None = field(default=None, metadata=conf_key(_positive_int))
-    limit: int | None = field(default=None, metadata=conf_key(_positive_int))
-    to_stream: str | None = field(default=None, metadata=conf_key(_text))
-    dry_run: bool = field(default=False, metadata=conf_key(_boolean))
+    streams: tuple[str, ...] = field(default=("*",), metadata=conf_key(parse_patterns))
+    groups: tuple[str, ...] = field(default=("*",), metadata=conf_key(parse_patterns))
+    where: str | None = field(default=None, metadata=conf_key(parse_text))
+    reset_count: bool = field(default=False, metadata=conf_key(parse_boolean))
+    max_redrives: int | None = field(default=None, metadata=conf_key(parse_positive_int))
+    limit: int | None = field(default=None, metadata=conf_key(parse_positive_int))
+    to_stream: str | None = field(default=None, metadata=conf_key(parse_text))
+    dry_run: bool = field(default=False, metadata=conf_key(parse_boolean))
 
     def __post_init__(self) -> None:
         for name in ("streams", "groups"):
@@ -330,18 +269,18 @@ class ServerConfig:
 
     TABLE: ClassVar[Key] = ("server",)
 
-    bind: str = field(default="127.0.0.1", metadata=conf_key(_text))
-    port: int = field(default=6390, metadata=conf_key(_port))
-    requirepass: str = field(default="", metadata=conf_key(_password))
-    max_clients: int = field(default=1000, metadata=conf_key(_positive_int))
-    max_bulk_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(_positive_int))
-    max_arguments: int = field(default=1024 * 1024, metadata=conf_key(_positive_int))
-    allow_flush: bool = field(default=False, metadata=conf_key(_boolean))
-    batch_max_commands: int = field(default=1000, metadata=conf_key(_positive_int))
-    batch_max_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(_positive_int))
-    maintain: bool = field(default=True, metadata=conf_key(_boolean))
+    bind: str = field(default="127.0.0.1", metadata=conf_key(parse_text))
+    port: int = field(default=6390, metadata=conf_key(parse_port))
+    requirepass: str = field(default="", metadata=conf_key(parse_password))
+    max_clients: int = field(default=1000, metadata=conf_key(parse_positive_int))
+    max_bulk_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(parse_positive_int))
+    max_arguments: int = field(default=1024 * 1024, metadata=conf_key(parse_positive_int))
+    allow_flush: bool = field(default=False, metadata=conf_key(parse_boolean))
+    batch_max_commands: int = field(default=1000, metadata=conf_key(parse_positive_int))
+    batch_max_bytes: int = field(default=64 * 1024 * 1024, metadata=conf_key(parse_positive_int))
+    maintain: bool = field(default=True, metadata=conf_key(parse_boolean))
     maintain_every_ms: int = field(default=600_000, metadata=conf_key(parse_duration_ms, "maintain_every"))
-    maintain_after_batches: int = field(default=10_000, metadata=conf_key(_positive_int))
+    maintain_after_batches: int = field(default=10_000, metadata=conf_key(parse_positive_int))
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -354,7 +293,7 @@ class ServerConfig:
         if self.maintain_every_ms < 1000:
             raise InvalidArgumentError(f"maintain_every_ms={self.maintain_every_ms}: give 1000 (1 s) or more")
         for name, _, declared in conf_keys(ServerConfig):
-            if declared.parse is _positive_int and getattr(self, name) < 1:
+            if declared.parse is parse_positive_int and getattr(self, name) < 1:
                 raise InvalidArgumentError(f"{name}={getattr(self, name)}: give 1 or more")
 
 
@@ -381,12 +320,3 @@ class AppConfig:
 
 
 # --- a key's value, parsed ------------------------------------------------------------------------------
-
-
-def parsed(merged: Mapping[Key, tuple[Any, str]], key: Key, parser: Parser) -> Any:
-    """The value of ``key`` parsed; an invalid one raises ConfigError naming its file (or flag) and the key."""
-    value, origin = merged[key]
-    try:
-        return parser(value)
-    except InvalidConfigValueError as problem:
-        raise ConfigError(f"{origin}: {dotted(key)} = {value!r} {problem}") from None

@@ -15,20 +15,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from streamclaim_spark.core.conf_keys import ConfKey, Key, conf_keys, dotted, parsed, spark_value
 from streamclaim_spark.core.config import (
     AppConfig,
-    ConfKey,
-    Key,
     RecoveryOptions,
     RedriveOptions,
     ServerConfig,
     SparkConfig,
     StoreConfig,
-    conf_keys,
-    dotted,
-    parsed,
     resolve_store_path,
-    spark_value,
 )
 from streamclaim_spark.core.policies import RecoveryPolicy, parse_policies
 from streamclaim_spark.errors import ConfigError

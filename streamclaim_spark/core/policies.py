@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from streamclaim_spark.core.backoff import Backoff
-from streamclaim_spark.core.config import Assign, RecoveryOptions, conf_keys
+from streamclaim_spark.core.conf_keys import conf_keys
+from streamclaim_spark.core.config import Assign, RecoveryOptions
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.errors import ConfigError, InvalidConfigValueError
 

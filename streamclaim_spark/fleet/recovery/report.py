@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
@@ -108,15 +108,8 @@ class RecoveryReport:
         """The JSON summary the job prints on stdout."""
         options = self.options
         return {
-            "run_id": self.run_id,
-            "store": self.store,
-            "status": self.status,
-            "error": self.error,
-            "dry_run": options.dry_run,
-            "recorded": self.recorded,
+            **summary_head(self, options.dry_run),
             "writer_mode": self.writer_mode,
-            "started_at": iso_time(self.started_at_ms),
-            "ended_at": iso_time(self.ended_at_ms),
             "options": {
                 "streams": list(options.streams),
                 "groups": list(options.groups),
@@ -236,6 +229,39 @@ def warn_without_live_consumers(
             options.consumer,
             ", ".join(f"{key}/{group}" for key, group in orphans[:10]) + (" ..." if len(orphans) > 10 else ""),
         )
+
+
+class RunSummary(Protocol):
+    """What a job's run report has in common: the recovery's and the redrive's."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def store(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def recorded(self) -> bool: ...
+    @property
+    def started_at_ms(self) -> int: ...
+    @property
+    def ended_at_ms(self) -> int: ...
+
+
+def summary_head(report: RunSummary, dry_run: bool) -> dict[str, Any]:
+    """The fields every job's JSON summary starts with, in this order."""
+    return {
+        "run_id": report.run_id,
+        "store": report.store,
+        "status": report.status,
+        "error": report.error,
+        "dry_run": dry_run,
+        "recorded": report.recorded,
+        "started_at": iso_time(report.started_at_ms),
+        "ended_at": iso_time(report.ended_at_ms),
+    }
 
 
 def as_timestamp(ms: int) -> datetime:

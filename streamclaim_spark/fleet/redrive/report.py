@@ -13,7 +13,7 @@ from typing import Any
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RedriveOptions
 from streamclaim_spark.fleet.claims.owners import Pair
-from streamclaim_spark.fleet.recovery.report import as_timestamp, iso_time
+from streamclaim_spark.fleet.recovery.report import as_timestamp, summary_head
 from streamclaim_spark.fleet.redrive.put_back import OUTCOMES
 
 SUCCEEDED = "succeeded"
@@ -54,14 +54,7 @@ class RedriveReport:
         """The JSON summary the job prints on stdout."""
         options = self.options
         return {
-            "run_id": self.run_id,
-            "store": self.store,
-            "status": self.status,
-            "error": self.error,
-            "dry_run": options.dry_run,
-            "recorded": self.recorded,
-            "started_at": iso_time(self.started_at_ms),
-            "ended_at": iso_time(self.ended_at_ms),
+            **summary_head(self, options.dry_run),
             "options": {
                 "streams": list(options.streams),
                 "groups": list(options.groups),

@@ -44,8 +44,14 @@ from streamclaim_spark.errors import InvalidArgumentError, NothingCommittedError
 from streamclaim_spark.state.columns import id_between, stored_id
 from streamclaim_spark.state.commit_settings import apply_settings, commit_settings
 from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
+from streamclaim_spark.state.delta_io import (
+    AUTO_COMPACTION_OPERATION,
+    commit_info,
+    committing,
+    merge_into,
+    update_in_place,
+)
 from streamclaim_spark.state.delta_io import MERGE_TARGET as TARGET
-from streamclaim_spark.state.delta_io import commit_info, committing, merge_into, update_in_place
 from streamclaim_spark.state.schema import COLUMN_NAMES, bucket_column
 
 # A row never moves: its partition (hence its bucket) is part of its key.
@@ -280,7 +286,7 @@ def own_commit_version(spark: SparkSession, table_path: str, operation: str) -> 
     last = committed_version(spark)
     for version in range(last, max(-1, last - _OWN_COMMIT_LOOKBACK), -1):
         info = commit_info(spark, table_path, version)
-        if info.get("userMetadata") == operation and info.get("operation") != "OPTIMIZE":
+        if info.get("userMetadata") == operation and info.get("operation") != AUTO_COMPACTION_OPERATION:
             return version
     raise NothingCommittedError(
         f"no commit of {operation!r} among versions {max(0, last - _OWN_COMMIT_LOOKBACK + 1)}..{last}"

@@ -26,6 +26,10 @@ from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, USER_METADA
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
 MERGE_TARGET = "streamclaim_target"
+# Delta's auto compaction runs inside the commit call that triggered it, in the same session, so its
+# OPTIMIZE commit carries that commit's user metadata: a commit with a write's label is that write
+# only when its operation is not this one (the write's own version, a batch's, a put-back's).
+AUTO_COMPACTION_OPERATION = "OPTIMIZE"
 # The one column of the one-row source an in-place update merges on Connect (named to clash with none).
 _ONE_ROW = "_streamclaim_one_row"
 # What Delta raises for a location that holds no Delta table (any kind of session).

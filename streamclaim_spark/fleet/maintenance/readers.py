@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark.core.reader_marks import BATCH_OPERATION, ReaderMark, operation_mark
 from streamclaim_spark.core.retention import describe_ms
-from streamclaim_spark.state.delta_io import quoted_path
+from streamclaim_spark.state.delta_io import AUTO_COMPACTION_OPERATION, quoted_path
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,9 @@ def streaming_readers(spark: SparkSession, state_path: str) -> list[StreamingRea
     """
     history = spark.sql(f"DESCRIBE HISTORY {quoted_path(state_path)}")
     # Delta's auto compaction commits right after a batch, in the same call, with the batch's label.
-    batches = F.col("userMetadata").startswith(BATCH_OPERATION + " {") & (F.col("operation") != "OPTIMIZE")
+    batches = F.col("userMetadata").startswith(BATCH_OPERATION + " {") & (
+        F.col("operation") != AUTO_COMPACTION_OPERATION
+    )
     marked = history.where(batches).select(
         F.regexp_extract("userMetadata", r"^(.*) [^ ]*$", 1).alias("mark"), "version", "timestamp"
     )

@@ -47,7 +47,7 @@ from streamclaim_spark.fleet.redrive.letters import (
 )
 from streamclaim_spark.fleet.redrive.put_back import OUTCOMES, back_entries, put_back
 from streamclaim_spark.fleet.redrive.report import FAILED, RedriveReport
-from streamclaim_spark.state.delta_io import is_delta_table, quoted_path
+from streamclaim_spark.state.delta_io import AUTO_COMPACTION_OPERATION, is_delta_table, quoted_path
 from streamclaim_spark.state.tables import (
     DEAD_LETTER_SCHEMA,
     REDRIVE_COLUMNS,
@@ -263,7 +263,12 @@ def _landed_put_backs(
         rows = history.select("version", "timestamp", "operation", "userMetadata").collect()
         for row in rows:
             words = (row["userMetadata"] or "").split(" ")
-            if row["operation"] != "OPTIMIZE" and len(words) == 3 and words[0] == _PUT_BACK and words[1] in runs:
+            if (
+                row["operation"] != AUTO_COMPACTION_OPERATION
+                and len(words) == 3
+                and words[0] == _PUT_BACK
+                and words[1] in runs
+            ):
                 landed.setdefault(words[1], (row["version"], words[2]))
         oldest = min((row["timestamp"] for row in rows), default=None)
         if len(rows) < limit or oldest is None or oldest.timestamp() * 1000 < since_ms - HISTORY_SLACK_MS:

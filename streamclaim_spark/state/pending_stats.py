@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_bounds import STATS_STRING_PREFIX
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import bucket_of
 from streamclaim_spark.state.columns import id_range_aggregates
@@ -32,9 +33,6 @@ from streamclaim_spark.state.delta_io import delta_log
 from streamclaim_spark.state.delta_txn import data_file_path
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
-# Delta keeps the first 32 characters of a string in its statistics: a value that long or longer may
-# have been cut, so a file's one owner is taken from them only when it is shorter.
-_STATS_STRING_PREFIX = 32
 # The columns a summary reads from the files it opens.
 _READ_SCHEMA = StructType(
     [STATE_SCHEMA[name] for name in (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER, C.ID_MS, C.ID_SEQ)]
@@ -149,5 +147,5 @@ def _one_owner(file: Row, key: str, partition_id: str) -> bool:
         file["owner_nulls"] == 0
         and owner is not None
         and owner == file[f"{C.OWNER}_high"]
-        and len(owner) < _STATS_STRING_PREFIX
+        and len(owner) < STATS_STRING_PREFIX  # longer: Delta may have cut it
     )

@@ -93,30 +93,27 @@ class Linked:
     def __init__(self, path: str, link: DriverLink | None) -> None:
         self._path = path
         self._link = link
-        self._opened: StreamStore | None = None
 
     def _store(self) -> StreamStore:
         from streamclaim_spark.store import StreamStore
 
-        if self._opened is None:
-            if self._link is None:
-                raise SourceNotRegisteredError(
-                    "the streamclaim data source was registered without a driver link; "
-                    "register it with streamclaim_spark.streaming.register(spark)"
-                )
-            key = (self._link.port, self._path)
+        if self._link is None:
+            raise SourceNotRegisteredError(
+                "the streamclaim data source was registered without a driver link; "
+                "register it with streamclaim_spark.streaming.register(spark)"
+            )
+        key = (self._link.port, self._path)
+        with _lock:
+            opened = _stores.get(key)
+        if opened is None:
+            opened = StreamStore.open(self._path, spark=self._link.session(), decode_responses=False)
             with _lock:
-                opened = _stores.get(key)
-            if opened is None:
-                opened = StreamStore.open(self._path, spark=self._link.session(), decode_responses=False)
-                with _lock:
-                    opened = _stores.setdefault(key, opened)
-            self._opened = opened
-        return self._opened
+                opened = _stores.setdefault(key, opened)
+        return opened
 
     def __getstate__(self) -> dict[str, Any]:
-        # Executors read partitions (or write rows) and need neither the gateway's secret nor the store.
-        return {**self.__dict__, "_link": None, "_opened": None}
+        # Executors read partitions (or write rows): they need no store, and must never get the gateway's secret.
+        return {**self.__dict__, "_link": None}
 
 
 def _connect(link: DriverLink) -> SparkSession:

@@ -148,6 +148,11 @@ class NothingCommittedError(StreamclaimError, RuntimeError):
     """Delta made no commit: the MERGE matched nothing it would change (e.g. deletes of absent rows)."""
 
 
+class StaleSnapshotError(StreamclaimError, RuntimeError):
+    """A commit of files found a guarded head changed since the command read it: a lost race, after
+    which the command re-runs on a fresh snapshot (``conflicts.is_lost_race``)."""
+
+
 class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
     """Raised when a command lost its commit race more often than the retry policy allows."""
 

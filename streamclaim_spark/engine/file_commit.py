@@ -8,8 +8,9 @@ them. Such a plan commits here, in one transaction (state/delta_txn.py), on a cl
 
 1. the files that may hold the head and consumer rows the plan writes (their ``h`` buckets, skipped by
    partition statistics) are rewritten: the plan's rows in place of or beside theirs, the others as
-   they were; a guarded head whose version is not the one the command read makes that write fail
-   with the guard's stale-snapshot error (a lost race), as the MERGE's guard does;
+   they were; a guarded head whose version is not the one the command read raises the guard's
+   stale-snapshot error (a lost race) first, as the MERGE's guard does. A plan of heads in bulk
+   (``create_groups``, a recovery round's new consumers) is this step alone;
 2. appended rows are written as files of their own; the files a removal's IDs may lie in are
    rewritten without the removed rows;
 3. one commit adds the new files and removes the rewritten ones. Delta's conflict check sees every
@@ -20,18 +21,19 @@ Measured on 1M entries (docs/BENCHMARKS.md, "Appends as appends"): bulk append 1
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, LongType, StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Removal, Write
-from streamclaim_spark.core.partitions import APART_KINDS
+from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
-from streamclaim_spark.errors import InvalidArgumentError
+from streamclaim_spark.errors import InvalidArgumentError, StaleSnapshotError
 from streamclaim_spark.state.columns import id_between
 from streamclaim_spark.state.commit_settings import (
     AUTO_COMPACT,
@@ -40,7 +42,7 @@ from streamclaim_spark.state.commit_settings import (
     commit_settings,
     small_file_bytes,
 )
-from streamclaim_spark.state.conflicts import stale_snapshot_error
+from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
 from streamclaim_spark.state.delta_txn import (
     TXN_APP_ID,
     TXN_VERSION,
@@ -49,8 +51,7 @@ from streamclaim_spark.state.delta_txn import (
     row_count,
     supports_transactions,
 )
-from streamclaim_spark.state.frames import json_frame
-from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions
+from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions, pruned_to
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
 
 # The order rows are written in, unless their producer already gives them so: each file then covers
@@ -58,11 +59,17 @@ from streamclaim_spark.state.small_files import record_commit, small_file_change
 _WRITE_ORDER = (C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
 
 
-def commits_as_files(spark: SparkSession, plan: Plan) -> bool:
-    """True when ``plan`` commits here: it appends or removes rows, has no other bulk change, and its
-    row writes are plain writes of heads and consumers (no delete, no claim), on a classic session."""
+# The operation Delta records for a commit of files (``DeltaTransaction.commit``): a WRITE, whose
+# metrics count the files and rows it wrote, copies included, not the rows the plan changed.
+FILES_OPERATION = "WRITE"
+
+
+def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = False) -> bool:
+    """True when ``plan`` commits here: it appends or removes rows, or writes heads in bulk (thousands of
+    head and consumer rows, ``transaction.is_heads_in_bulk``), has no other bulk change, and its row
+    writes are plain writes of heads and consumers (no delete, no claim), on a classic session."""
     return (
-        bool(plan.appends or plan.removals)
+        bool(plan.appends or plan.removals or heads_in_bulk)
         and not plan.frames
         and plan.update is None
         and supports_transactions(spark)
@@ -155,49 +162,48 @@ def _rewrite_heads(
 ) -> tuple[list[Any], DataFrame | None]:
     """The files that may hold the head and consumer rows the writes change (by bucket and partition
     statistics), and their rows rewritten: the plan's rows in place of or beside theirs, the others as
-    they were. The guard is checked as the rows are written (``_guard_check``): no query looks first."""
+    they were.
+
+    Head files hold few rows (heads and consumers only), so they are collected and overlaid on the
+    driver, and the guard is checked there (``_check_guards``), instead of a DataFrame of joins whose
+    analysis alone took 0.25-0.35 s per commit and whose one write task took 5.6 s for 20,000 heads
+    (docs/BENCHMARKS.md, "Heads rewritten on the driver").
+    """
     writes = list({write.key(): write for write in plan_writes}.values())  # the last write to a key wins
     if not writes:
         return [], None
     partitions = sorted({write.partition for write in writes})
     kinds = sorted({str(write.row[C.ROW_KIND]) for write in writes})
-    files = txn.files_in(in_partitions(partitions, kinds=kinds))
-    keys = json_frame(
-        spark,
-        [
-            {
-                **{name: write.row.get(name) for name in C.KEY_COLUMNS},
-                _GUARD: write.guard,
-                _EXPECT: write.expect_version,
-            }
-            for write in writes
-        ],
-        _KEYS,
-    )
-    rows = table_rows(json_frame(spark, [dict(write.row) for write in writes], STATE_SCHEMA))
-    existing = txn.read_files(files) if files else None
-    if existing is not None:
-        rows = rows.unionByName(_matching(existing, keys, C.KEY_COLUMNS, "left_anti").select(*COLUMN_NAMES))
-    rows = rows.unionByName(_guard_check(keys, existing))
-    return files, rows.coalesce(1).sortWithinPartitions(*_WRITE_ORDER)
+    files = txn.files_in(pruned_to(partitions, kinds=kinds))
+    existing = txn.read_files(files).toArrow().cast(_ARROW_SCHEMA) if files else _ARROW_SCHEMA.empty_table()
+    stored = list(zip(*(existing.column(name).to_pylist() for name in C.KEY_COLUMNS), strict=True))
+    _check_guards(writes, {key: position for position, key in enumerate(stored)}, existing)
+    written = {write.key() for write in writes}
+    kept = existing.filter(pa.array([key not in written for key in stored], pa.bool_()))
+    new_rows = pa.Table.from_pylist([_with_bucket(write.row) for write in writes], schema=_ARROW_SCHEMA)
+    # Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave.
+    rows = pa.concat_tables([kept, new_rows]).sort_by([(name, "ascending", "at_start") for name in _WRITE_ORDER])
+    return files, spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1)
 
 
-def _guard_check(keys: DataFrame, existing: DataFrame | None) -> DataFrame:
-    """No rows, but writing them fails with the guard's stale-snapshot error (a lost race) when a
-    guarded row's version is not the one the command read, or the row exists where the command found
-    none, or is gone: the MERGE guard's rule, evaluated in the same job as the rewrite."""
-    guarded = keys.where(F.col(_GUARD))
-    if existing is None:
-        joined = guarded.select("*", F.lit(None).cast("bigint").alias(C.VERSION), F.lit(None).alias(_FOUND))
-    else:
-        found = existing.select(*C.KEY_COLUMNS, C.VERSION, F.lit(True).alias(_FOUND))
-        joined = _matching(found, guarded, C.KEY_COLUMNS, "right")
-    expect, current = F.col(_EXPECT), F.col(C.VERSION)
-    stale = (expect.isNull() & F.col(_FOUND).isNotNull()) | (
-        expect.isNotNull() & (F.col(_FOUND).isNull() | ~current.eqNullSafe(expect))
-    )
-    failing = joined.where(F.when(stale, stale_snapshot_error()).otherwise(F.lit(False)).cast("boolean"))
-    return failing.select(*(F.lit(None).cast(f.dataType).alias(f.name) for f in STATE_SCHEMA.fields))
+def _check_guards(writes: Sequence[Write], stored: dict[tuple[Any, ...], int], existing: pa.Table) -> None:
+    """Raises the guard's lost race when a guarded row's version is not the one the command read, or
+    the row exists where the command found none, or is gone: the MERGE guard's rule."""
+    versions = existing.column(C.VERSION).to_pylist()
+    for write in writes:
+        if not write.guard:
+            continue
+        position = stored.get(write.key())
+        current = None if position is None else versions[position]
+        if (position is not None) if write.expect_version is None else current != write.expect_version:
+            raise StaleSnapshotError(
+                f"{STALE_SNAPSHOT_MARKER}: {write.row[C.ROW_KIND]} row of {write.partition} is at version "
+                f"{current}, the command read {write.expect_version}"
+            )
+
+
+def _with_bucket(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {**row, C.BUCKET: bucket_of(str(row[C.PARTITION_ID]), str(row[C.ROW_KIND]))}
 
 
 def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> set[str]:
@@ -241,24 +247,5 @@ def removal_deletes(removal: Removal) -> DataFrame:
     return source_frame_for_deletes(keys)
 
 
-_GUARD, _EXPECT, _FOUND = "_guard", "_expect", "_found"
-_KEYS = StructType(
-    [
-        *(STATE_SCHEMA[name] for name in C.KEY_COLUMNS),
-        StructField(_GUARD, BooleanType()),
-        StructField(_EXPECT, LongType()),
-    ]
-)
-_KEY_PREFIX = "_key_"
-
-
-def _matching(rows: DataFrame, keys: DataFrame, columns: Sequence[str], how: str) -> DataFrame:
-    """``rows`` joined (``how``) with ``keys`` on ``columns``, nulls equal; ``keys``' other columns come along."""
-    renamed = keys.select(
-        *(F.col(name).alias(_KEY_PREFIX + name) for name in columns), *(c for c in keys.columns if c not in columns)
-    )
-    on = [rows[name].eqNullSafe(renamed[_KEY_PREFIX + name]) for name in columns]
-    condition = on[0]
-    for term in on[1:]:
-        condition = condition & term
-    return rows.join(renamed if how == "right" else F.broadcast(renamed), condition, how)
+# The state table's columns as Arrow types: head files are overlaid on the driver (``_rewrite_heads``).
+_ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)

@@ -106,7 +106,7 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
 
 
 def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
-    if commits_as_files(spark, plan):
+    if commits_as_files(spark, plan, heads_in_bulk=is_heads_in_bulk(plan)):
         return commit_files(spark, table_path, plan, operation, rows_per_file)
     # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
     spark.conf.unset(_LAST_COMMIT_VERSION)

@@ -21,6 +21,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from streamclaim_spark.errors import StaleSnapshotError
+
 # Text of the error the guard raises inside the MERGE; the retry loop recognises it by this marker.
 STALE_SNAPSHOT_MARKER = "STREAMCLAIM_STALE_SNAPSHOT"
 
@@ -44,7 +46,7 @@ def stale_snapshot_error() -> Column:
 
 def is_lost_race(error: BaseException) -> bool:
     """True for a Delta conflict or a stale-snapshot guard abort: the command should re-run."""
-    if isinstance(error, CONFLICT_EXCEPTIONS):
+    if isinstance(error, (*CONFLICT_EXCEPTIONS, StaleSnapshotError)):
         return True
     # A guard's abort inside a write of files that pyspark does not convert (a py4j call's job failure).
     return isinstance(error, PySparkException | Py4JJavaError) and STALE_SNAPSHOT_MARKER in str(error)

@@ -34,6 +34,7 @@ from streamclaim_spark.cli.recover import EXIT_CONFIG, run_job
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
+from streamclaim_spark.engine import transaction
 from streamclaim_spark.fleet.recovery import (
     GroupReport,
     RecoveryReport,
@@ -235,6 +236,7 @@ from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
+from streamclaim_spark.engine import transaction
 from streamclaim_spark.state.session import build_session
 
 def killed(*_args, **_kwargs):
@@ -381,6 +383,8 @@ def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_end
     options = replace(OPTIONS, streams=("s1*",), groups=("c",))
     merged = templates.copy("fleet recovery", tmp_path / "merged", clock=ManualClock(T_RUN))
     before = current_version(fleet)
+    # The recovery consumers of 10 groups as a fleet's thousands go: heads in bulk, a commit of files.
+    monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 10)
 
     with count_jobs(spark.sparkContext) as counted:
         in_place = recover_stale(fleet, options, run_id="in-place")
@@ -396,9 +400,9 @@ def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_end
     assert_df_equality(left.select(consumers), right.select(consumers), ignore_row_order=True)
     state = table_path(fleet.path, C.STATE_TABLE_DIR)
     history = spark.sql(f"DESCRIBE HISTORY delta.`{state}`").where(F.col("version") > before).orderBy("version")
-    # The recovery consumer created in the 10 groups (a MERGE of heads and consumers), then the claim in place.
+    # The recovery consumer created in the 10 groups (a commit of head files), then the claim in place.
     commits = history.collect()
-    assert [row["operation"] for row in commits] == ["MERGE", "UPDATE"]
+    assert [row["operation"] for row in commits] == ["WRITE", "UPDATE"]
     # Heads and consumers lie apart: the consumers' commit rewrote head files only (copying other
     # groups' heads and consumers beside them), no PEL or entry file (issue 44).
     assert {bucket[0] for bucket in rewritten_buckets(fleet, commits[0]["version"])} == {"h"}

@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.file_commit import FILES_OPERATION
 from streamclaim_spark.engine.retries import RetryPolicy
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError, ConflictRetriesExhaustedError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
@@ -43,6 +43,7 @@ from streamclaim_spark.fleet.recovery.plan import (
 )
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
 from streamclaim_spark.fleet.recovery.rules import GroupRules
+from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.state.schema import in_partitions
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
@@ -296,11 +297,17 @@ def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: l
     """
     if version is None:
         return
-    metrics = commit_metrics(runner.session(), runner.state_path, version)
+    info = commit_info(runner.session(), runner.state_path, version)
+    metrics = {name: int(value) for name, value in info.get("operationMetrics", {}).items()}
     tallies = [outcome.tallies[pair] for pair in pairs if pair in outcome.tallies]
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
     written = extra + sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
+    if info.get("operation") == FILES_OPERATION and written == extra and not deleted:
+        # The heads and consumers a round adds for its in-place groups, thousands of them: a commit of
+        # files (engine/file_commit.py), whose metrics count files, not rows. Its guard makes it write
+        # exactly the planned rows; a round that claims or deletes anything commits as a MERGE or UPDATE.
+        return
     # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
     committed = (
         metrics.get("numTargetRowsDeleted", 0),

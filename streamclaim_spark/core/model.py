@@ -7,13 +7,13 @@ touches Spark, so the command logic is testable without a session.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.file_bounds import FileBounds
+from streamclaim_spark.core.file_changes import Removal, Rewrite
 from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 
@@ -170,31 +170,6 @@ class Write:
 
 
 @dataclass
-class Removal:
-    """Rows of one kind removed by key in a plan's commit (a bulk XACK, a streaming batch's XACK), by
-    rewriting only the files that hold them (engine/file_commit.py).
-
-    ``rows`` is a DataFrame of (``partition_id``, ``id_ms``, ``id_seq``) naming them, all in
-    ``partitions``, or None for every row of the kind there; ``low``/``high`` bound their IDs (Delta
-    skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
-    the files' own row counts: no query counts them first.
-
-    ``empties`` may name files the removal takes every row of, so that they are dropped unread: a
-    test on the statistics of a file added by the commit of version ``written_at`` and still in the
-    table (a file's rows never change under its name; a deletion vector since sends it to the rewrite).
-    """
-
-    kind: str
-    partitions: tuple[str, ...]
-    rows: Any
-    low: StreamId | None = None
-    high: StreamId | None = None
-    removed: int | None = None
-    empties: Callable[[FileBounds], bool] | None = None
-    written_at: int | None = None
-
-
-@dataclass
 class Plan:
     """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
 
@@ -224,6 +199,8 @@ class Plan:
     ordered_appends: set[int] = field(default_factory=set)
     # Rows removed by ID (``Removal``), committed only as files (a classic session): see file_commit.py.
     removals: list[Removal] = field(default_factory=list)
+    # Rows changed where they lie (``Rewrite``), committed only as files (a classic session).
+    rewrites: list[Rewrite] = field(default_factory=list)
 
     def add(self, write: Write) -> None:
         self.writes.append(write)
@@ -251,6 +228,12 @@ class Plan:
         self.partitions.update(removal.partitions)
         self.frame_partitions.update(removal.partitions)
 
+    def add_rewrite(self, rewrite: Rewrite) -> None:
+        """Adds ``rewrite`` (committed by rewriting the files holding its rows)."""
+        self.rewrites.append(rewrite)
+        self.partitions.update(rewrite.partitions)
+        self.frame_partitions.update(rewrite.partitions)
+
     def set_update(self, update: Any, *partitions: str) -> None:
         """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""
         self.update = update
@@ -258,7 +241,8 @@ class Plan:
 
     @property
     def empty(self) -> bool:
-        return not (self.writes or self.frames or self.appends or self.removals) and self.update is None
+        bulk = self.frames or self.appends or self.removals or self.rewrites
+        return not (self.writes or bulk) and self.update is None
 
 
 # --- rows -------------------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.model import Plan, Removal, Write
+from streamclaim_spark.core.file_changes import Removal, Rewrite
+from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
 from streamclaim_spark.errors import InvalidArgumentError, StaleSnapshotError
@@ -69,7 +70,7 @@ def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = F
     head and consumer rows, ``transaction.is_heads_in_bulk``), has no other bulk change, and its row
     writes are plain writes of heads and consumers (no delete, no claim), on a classic session."""
     return (
-        bool(plan.appends or plan.removals or heads_in_bulk)
+        bool(plan.appends or plan.removals or plan.rewrites or heads_in_bulk)
         and not plan.frames
         and plan.update is None
         and supports_transactions(spark)
@@ -107,8 +108,8 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
             rows = rows.sortWithinPartitions(*_WRITE_ORDER)
         added.extend(txn.write(rows))
     rewritten: list[Any] = []
-    if len(plan.removals) > 1:  # two removals could rewrite one file twice, each undoing the other
-        raise InvalidArgumentError("a plan removes rows of one Removal at most")
+    if len(plan.removals) + len(plan.rewrites) > 1:  # two could rewrite one file twice, each undoing the other
+        raise InvalidArgumentError("a plan removes or rewrites rows of one Removal or Rewrite at most")
     for removal in plan.removals:
         files = txn.files_in(_removal_filter(removal))
         emptied = _emptied(txn, removal, files)
@@ -117,6 +118,10 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         removal.removed = sum(row_count(file) for file in files) - sum(row_count(file) for file in written)
         rewritten.extend(files)
         added.extend(written)
+    for rewrite in plan.rewrites:
+        files = txn.files_in(pruned_to(rewrite.partitions, kinds=[rewrite.kind]))
+        added.extend(txn.write(_rewritten(txn.read_files(files), rewrite)) if files else [])
+        rewritten.extend(files)
     if _changes_nothing(plan):
         return None  # the files written are referenced by no commit; VACUUM removes them
     removed = [*head_files, *rewritten]
@@ -237,6 +242,20 @@ def _without(rows: DataFrame, removal: Removal) -> DataFrame:
         return rows.where(~doomed)
     keys = removal.rows.select(C.PARTITION_ID, F.lit(removal.kind).alias(C.ROW_KIND), C.ID_MS, C.ID_SEQ)
     return rows.join(keys, [C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ], "left_anti").select(*COLUMN_NAMES)
+
+
+def _rewritten(rows: DataFrame, rewrite: Rewrite) -> DataFrame:
+    """``rows`` (whole files) with ``rewrite``'s assignments on the rows meeting its condition, each
+    assignment over the row as stored (one projection: no join, no shuffle)."""
+    changed = F.coalesce(rewrite.condition, F.lit(False))
+    return rows.select(
+        *(
+            F.when(changed, rewrite.assignments[name]).otherwise(F.col(name)).alias(name)
+            if name in rewrite.assignments
+            else F.col(name)
+            for name in COLUMN_NAMES
+        )
+    )
 
 
 def removal_deletes(removal: Removal) -> DataFrame:

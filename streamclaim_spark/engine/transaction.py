@@ -117,6 +117,8 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
         update: InPlaceUpdate = plan.update
         update_in_place(spark, table_path, update.condition, dict(update.assignments))
         return own_commit_version(spark, table_path, operation)
+    if plan.rewrites:
+        raise InvalidArgumentError("rows rewritten in place (Plan.rewrites) commit only as files, on a classic session")
     # Appended rows the session cannot commit as files are inserted by the MERGE (nothing matches them),
     # removed rows deleted by key (the MERGE reports no count for them: ``Removal.removed`` stays None).
     frames = [
@@ -175,7 +177,7 @@ def is_heads_in_bulk(plan: Plan) -> bool:
     """
     return (
         len(plan.partitions) >= HEADS_IN_BULK_FROM
-        and not (plan.frames or plan.appends or plan.removals or plan.bounds)
+        and not (plan.frames or plan.appends or plan.removals or plan.rewrites or plan.bounds)
         and all(write.row.get(C.ROW_KIND) in APART_KINDS for write in plan.writes)
     )
 

@@ -21,8 +21,9 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
+from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
-from streamclaim_spark.core.model import Need, Removal
+from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import is_pattern, matching
 from streamclaim_spark.core.reader_marks import ReaderMark

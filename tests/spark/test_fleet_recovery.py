@@ -34,7 +34,6 @@ from streamclaim_spark.cli.recover import EXIT_CONFIG, run_job
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
-from streamclaim_spark.engine import transaction
 from streamclaim_spark.fleet.recovery import (
     GroupReport,
     RecoveryReport,
@@ -236,7 +235,6 @@ from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
-from streamclaim_spark.engine import transaction
 from streamclaim_spark.state.session import build_session
 
 def killed(*_args, **_kwargs):
@@ -371,20 +369,18 @@ def test_a_group_changed_during_every_claim_commit_is_skipped_and_reported_while
     assert runs.select("status").collect() == [("partial",)]
 
 
-# Spark jobs of an in-place run over 10 groups that only claim, the recovery consumer created first.
+# Spark jobs of an in-place run over 10 groups that only claim, the recovery consumer created with them.
 IN_PLACE_RUN_JOB_BUDGET = 27
 
 
 @pytest.mark.usefixtures("in_place_from_one_claim")
-def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_ends_as_the_merge_does(
+def test_a_round_that_only_claims_to_the_recovery_consumer_is_one_commit_of_files_that_ends_as_the_merge_does(
     spark: SparkSession, fleet: StreamStore, templates: TemplateStores, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Group c of s10..s19: six stale entries each, delivered once, none poison, none deleted.
     options = replace(OPTIONS, streams=("s1*",), groups=("c",))
     merged = templates.copy("fleet recovery", tmp_path / "merged", clock=ManualClock(T_RUN))
     before = current_version(fleet)
-    # The recovery consumers of 10 groups as a fleet's thousands go: heads in bulk, a commit of files.
-    monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 10)
 
     with count_jobs(spark.sparkContext) as counted:
         in_place = recover_stale(fleet, options, run_id="in-place")
@@ -400,18 +396,17 @@ def test_a_round_that_only_claims_to_the_recovery_consumer_is_an_update_that_end
     assert_df_equality(left.select(consumers), right.select(consumers), ignore_row_order=True)
     state = table_path(fleet.path, C.STATE_TABLE_DIR)
     history = spark.sql(f"DESCRIBE HISTORY delta.`{state}`").where(F.col("version") > before).orderBy("version")
-    # The recovery consumer created in the 10 groups (a commit of head files), then the claim in place.
+    # One commit of files: the 10 groups' PEL files rewritten with the claims, their heads and new
+    # recovery consumers in the head files; no entry file (issue 44), no Delta UPDATE.
     commits = history.collect()
-    assert [row["operation"] for row in commits] == ["WRITE", "UPDATE"]
-    # Heads and consumers lie apart: the consumers' commit rewrote head files only (copying other
-    # groups' heads and consumers beside them), no PEL or entry file (issue 44).
-    assert {bucket[0] for bucket in rewritten_buckets(fleet, commits[0]["version"])} == {"h"}
+    assert [row["operation"] for row in commits] == ["WRITE"]
+    assert {bucket[0] for bucket in rewritten_buckets(fleet, commits[0]["version"])} == {"g", "h"}
 
     fleet.clock.now = T_RUN + 20 * MIN  # type: ignore[attr-defined]
     again = recover_stale(fleet, options, run_id="again")
 
     assert again.totals["claimed"] == 60
-    assert current_version(fleet) == before + 3  # the consumer exists now: the UPDATE alone
+    assert current_version(fleet) == before + 2  # one commit again, the consumer already there
     rows = pending(fleet).where(F.col(C.GROUP) == "c").where(F.col(C.STREAM).startswith("s1")).collect()
     assert {(row[C.OWNER], row[C.DELIVERY_TIME_MS], row[C.DELIVERY_COUNT]) for row in rows} == {
         ("recovery", T_RUN + 20 * MIN, 3)

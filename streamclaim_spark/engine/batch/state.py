@@ -61,7 +61,7 @@ class BatchSnapshot(BatchReads):
 
     def apply(self, plan: Plan) -> None:
         """Plays one command's plan into the batch, as its commit would change the table."""
-        if plan.update is not None or plan.appends or plan.removals:
+        if plan.update is not None or plan.appends or plan.removals or plan.rewrites:
             raise BatchPlanError("a bulk append, removal or in-place update cannot run inside a batch of commands")
         writes = list(plan.writes)
         for frame in plan.frames:

@@ -11,8 +11,9 @@ from pyspark.sql.types import StringType
 
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.ids import ZERO_ID, StreamId
-from streamclaim_spark.core.model import RefPolicy, Removal
+from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes

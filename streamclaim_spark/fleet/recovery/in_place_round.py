@@ -10,15 +10,17 @@ lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
+from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
-from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.core.partitions import bucket_of, buckets_of, group_partition
 from streamclaim_spark.engine.transaction import InPlaceUpdate
 from streamclaim_spark.fleet.claims.in_place import claim_assignments
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
@@ -71,14 +73,45 @@ def claim_update(heads: Mapping[Pair, GroupMeta], rules: GroupRules, now: int, t
     kind = F.col(C.ROW_KIND)
     is_pending, is_group, is_consumer = (kind == C.KIND_PENDING), (kind == C.KIND_GROUP), (kind == C.KIND_CONSUMER)
     options = rules.options
-
-    def claimable(rule: RecoveryOptions) -> Column:
-        stale = is_stale(now, rule.min_idle_ms, rule.backoff)
-        return stale & (F.col(C.DELIVERY_COUNT) <= F.lit(rule.max_deliveries)) if rule.dead_letter else stale
-
-    claimed = is_pending & rules.column(claimable, sorted(heads))
+    claimed = is_pending & _claimable(rules, sorted(heads), now)
     condition = in_partitions(partitions) & (
         claimed | is_group | (is_consumer & (F.col(C.CONSUMER) == F.lit(options.consumer)))
     )
     assignments = claim_assignments((head for _, head in sorted(heads.items())), F.lit(options.consumer), 1, now, txn)
     return InPlaceUpdate(condition, assignments)
+
+
+def claim_rewrite(pairs: Sequence[Pair], rules: GroupRules, now: int, txn: str, every_group: Iterable[Pair]) -> Rewrite:
+    """The PEL rows ``claim_update`` claims, as a ``Rewrite`` of the files holding them: for a round whose
+    every changed group claims in place on a classic session, committed as files with the heads and
+    recovery consumers as the plan's writes (one commit, no Delta UPDATE: its pass that finds the files
+    to rewrite read every PEL row first; docs/BENCHMARKS.md, "Fleet recovery in one commit of files").
+
+    ``every_group`` is every group of the store: the condition names the partitions only when the
+    buckets it rewrites hold other groups' rows too. Named, 10,000 of them cost 5-6 s in a new process
+    (the first plan of an ``IN`` of 10,000 literals) against 1 s for the whole rewrite without them.
+    """
+    partitions = tuple(group_partition(*pair) for pair in sorted(pairs))
+    condition = (F.col(C.ROW_KIND) == C.KIND_PENDING) & _claimable(rules, sorted(pairs), now)
+    buckets, wanted = set(buckets_of(partitions, [C.KIND_PENDING])), set(partitions)
+    others = {group_partition(*pair) for pair in every_group} - wanted
+    if any(bucket_of(partition, C.KIND_PENDING) in buckets for partition in others):
+        condition = in_partitions(partitions) & condition
+    assignments = {
+        C.OWNER: F.lit(rules.options.consumer),
+        C.DELIVERY_COUNT: F.col(C.DELIVERY_COUNT) + 1,
+        C.DELIVERY_TIME_MS: F.lit(now).cast(LongType()),
+        C.TXN: F.lit(txn),
+    }
+    return Rewrite(C.KIND_PENDING, partitions, condition, assignments)
+
+
+def _claimable(rules: GroupRules, pairs: Sequence[Pair], now: int) -> Column:
+    """A pending row that classification calls CLAIM when nothing is acknowledged or purged: stale, and
+    not poison when its group dead-letters (each group by its rule)."""
+
+    def claimable(rule: RecoveryOptions) -> Column:
+        stale = is_stale(now, rule.min_idle_ms, rule.backoff)
+        return stale & (F.col(C.DELIVERY_COUNT) <= F.lit(rule.max_deliveries)) if rule.dead_letter else stale
+
+    return rules.column(claimable, pairs)

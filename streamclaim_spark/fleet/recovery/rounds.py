@@ -27,7 +27,7 @@ from streamclaim_spark.errors import CommitMismatchError, ConflictRetriesExhaust
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
 from streamclaim_spark.fleet.claims.staleness import idle_cutoff
 from streamclaim_spark.fleet.recovery.dead_letters import pairs_only, unmatched_copies
-from streamclaim_spark.fleet.recovery.in_place_round import claim_update, claims_only, missing_consumers
+from streamclaim_spark.fleet.recovery.in_place_round import claim_rewrite, claim_update, claims_only, missing_consumers
 from streamclaim_spark.fleet.recovery.plan import (
     ACK,
     ACTION,
@@ -44,6 +44,7 @@ from streamclaim_spark.fleet.recovery.plan import (
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.delta_io import commit_info
+from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
@@ -228,7 +229,7 @@ def decide_round(
     """
     read_version = ctx.snapshot.version
     assert read_version is not None, "a transaction's snapshot is pinned to a version"
-    ctx.snapshot.all_streams()
+    streams = ctx.snapshot.all_streams()
     heads = {pair: ctx.snapshot.group(*pair) for pair in pairs}
     present = [pair for pair, head in heads.items() if head is not None]
     if not present:
@@ -242,6 +243,17 @@ def decide_round(
         planned[pair] = head.version
     in_place = set(claims_only(rules, tallies, changed))
     merged = [pair for pair in changed if pair not in in_place]
+    if in_place and not merged and supports_transactions(ctx.snapshot.spark):
+        # Every changed group only claims in place: one commit of files rewrites their PEL files, heads
+        # and recovery consumers (created where missing), where a MERGE of consumers and an UPDATE took two.
+        for pair in sorted(in_place):
+            head = heads[pair]
+            assert head is not None
+            put_group(ctx, head, head)
+            touch_consumer(ctx, *pair, rules.options.consumer)
+        every_group = [(meta.key, group) for meta in streams for group in meta.groups]
+        ctx.plan.add_rewrite(claim_rewrite(sorted(in_place), rules, ctx.now, ctx.txn, every_group))
+        return _Round(tallies, read_version, None)
     if merged:
         partitions = [group_partition(*pair) for pair in merged]
         rows = classified
@@ -303,10 +315,11 @@ def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: l
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
     written = extra + sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
-    if info.get("operation") == FILES_OPERATION and written == extra and not deleted:
-        # The heads and consumers a round adds for its in-place groups, thousands of them: a commit of
-        # files (engine/file_commit.py), whose metrics count files, not rows. Its guard makes it write
-        # exactly the planned rows; a round that claims or deletes anything commits as a MERGE or UPDATE.
+    if info.get("operation") == FILES_OPERATION and not deleted:
+        # A round whose groups all claim in place, or the recovery consumers thousands of in-place groups
+        # gain before an UPDATE, commits as files (engine/file_commit.py), whose metrics count the files
+        # and rows written, copies included, not the rows changed. Its guarded heads make it apply
+        # exactly what was decided on the snapshot; a round that deletes commits as a MERGE.
         return
     # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
     committed = (

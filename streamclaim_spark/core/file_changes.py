@@ -1,0 +1,50 @@
+"""Bulk changes a plan commits only as a transaction of files (engine/file_commit.py), on a classic
+session: rows removed by key, and rows changed where they lie. Plain values: the Columns and DataFrames
+they carry are the caller's, typed ``Any`` so that nothing here touches Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from streamclaim_spark.core.file_bounds import FileBounds
+from streamclaim_spark.core.ids import StreamId
+
+
+@dataclass
+class Removal:
+    """Rows of one kind removed by key in a plan's commit (a bulk XACK, a streaming batch's XACK), by
+    rewriting only the files that hold them (engine/file_commit.py).
+
+    ``rows`` is a DataFrame of (``partition_id``, ``id_ms``, ``id_seq``) naming them, all in
+    ``partitions``, or None for every row of the kind there; ``low``/``high`` bound their IDs (Delta
+    skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
+    the files' own row counts: no query counts them first.
+
+    ``empties`` may name files the removal takes every row of, so that they are dropped unread: a
+    test on the statistics of a file added by the commit of version ``written_at`` and still in the
+    table (a file's rows never change under its name; a deletion vector since sends it to the rewrite).
+    """
+
+    kind: str
+    partitions: tuple[str, ...]
+    rows: Any
+    low: StreamId | None = None
+    high: StreamId | None = None
+    removed: int | None = None
+    empties: Callable[[FileBounds], bool] | None = None
+    written_at: int | None = None
+
+
+@dataclass
+class Rewrite:
+    """Rows of one kind changed where they lie (a fleet recovery's claims to its recovery consumer), by
+    rewriting the files of ``partitions`` that hold that kind (engine/file_commit.py): each column in
+    ``assignments`` (name to a Column over the row as stored) takes its new value on the rows that meet
+    ``condition`` (a Column naming the partitions itself: the files also hold other partitions' rows)."""
+
+    kind: str
+    partitions: tuple[str, ...]
+    condition: Any
+    assignments: Mapping[str, Any]

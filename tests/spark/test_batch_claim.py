@@ -162,7 +162,7 @@ def _operations_since(spark: SparkSession, store: StreamStore, version: int) -> 
     return [row["operation"] for row in history.where(f"version > {version}").orderBy("version").collect()]
 
 
-def test_claim_stale_rewrites_the_stale_rows_in_one_update_after_one_commit_creating_a_new_owner(
+def test_claim_stale_rewrites_the_stale_rows_in_one_commit_of_files_that_creates_a_new_owner_too(
     recovering_store: StreamStore, spark: SparkSession, clock: ManualClock
 ) -> None:
     store = recovering_store
@@ -172,8 +172,9 @@ def test_claim_stale_rewrites_the_stale_rows_in_one_update_after_one_commit_crea
     clock.now += HOUR
     second = store.claim_stale(StaleSelection(min_idle_ms=60_000, streams=("orders-1",)), "rescuer")
 
-    # The new owner is created (guarded MERGE), then each claim is one UPDATE: no source, no join.
-    assert _operations_since(spark, store, before) == ["MERGE", "UPDATE", "UPDATE"]
+    # Each claim is one commit of files (the PEL files rewritten, the heads and the new owner beside
+    # them): no source, no join, no commit of its own for the new owner (on Spark Connect: an UPDATE).
+    assert _operations_since(spark, store, before) == ["WRITE", "WRITE"]
     assert (first.total_claimed, second.total_claimed, second.attempts) == (20, 10, 1)
     assert store.execute("XPENDING", "orders-1", "g", "-", "+", "1") == [[f"{T0}-0", "rescuer", 0, 3]]
     assert store.execute("XINFO", "CONSUMERS", "orders-2", "g") == [
@@ -195,7 +196,7 @@ def test_claim_stale_counts_again_when_the_group_changes_between_its_count_and_i
     def decide_then_intrude(*args: object, **kwargs: object) -> object:
         decision = decide(*args, **kwargs)  # type: ignore[arg-type]
         if not intruded:
-            # Another client claims one entry after the count and before the UPDATE: a real commit.
+            # Another client claims one entry after the count and before the rewrite: a real commit.
             intruded.append(store.execute("XCLAIM", "audit", "g", "intruder", "0", f"{T0}-3", "JUSTID"))
         return decision
 

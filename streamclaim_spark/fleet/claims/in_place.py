@@ -1,9 +1,11 @@
-"""``claim_stale``'s fast path: one count, then one Delta UPDATE of the stale rows where they lie.
+"""``claim_stale``'s fast path: one count, then the stale rows rewritten where they lie.
 
-A Delta UPDATE rewrites the touched files in one pass; the MERGE joined a million-row source with its
-target twice (docs/BENCHMARKS.md, "Bulk claim"). An UPDATE cannot insert or delete, so new owners
-that are not yet consumers of a group are created first, in a commit of their own, and a selection
-that meets entries deleted from their stream is left to the MERGE path, which purges them.
+On a classic session one commit of files rewrites the PEL files holding them, with the group heads
+and the new owners' consumer rows (``_claim_as_files``). On Spark Connect a Delta UPDATE rewrites the
+touched files in one pass (the MERGE joined a million-row source with its target twice,
+docs/BENCHMARKS.md, "Bulk claim"); an UPDATE cannot insert, so new owners that are not yet consumers
+of a group are created first, in a commit of their own. A selection that meets entries deleted from
+their stream is left to the MERGE path, which purges them.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.file_commit import FILES_OPERATION
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
-from streamclaim_spark.engine.transaction import InPlaceUpdate, commit_metrics
+from streamclaim_spark.engine.transaction import InPlaceUpdate
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.owners import Pair
@@ -38,6 +42,8 @@ from streamclaim_spark.fleet.claims.selection import (
     with_entry_exists,
 )
 from streamclaim_spark.state.conflicts import stale_snapshot_error
+from streamclaim_spark.state.delta_io import commit_info
+from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions, kind_in
 
 if TYPE_CHECKING:
@@ -165,6 +171,8 @@ def claim_in_place(
     """
 
     def attempt(_: int) -> tuple[InPlaceDecision, int | None, str]:
+        if supports_transactions(runner.session()):
+            return _claim_as_files(runner, selection, owners, just_id)
         decided: list[InPlaceDecision] = []
 
         def decide(ctx: Context) -> None:
@@ -213,12 +221,56 @@ def claim_in_place(
     return BatchClaim(claimed, counts, version, attempts)
 
 
+def _claim_as_files(
+    runner: Runner, selection: StaleSelection, owners: Sequence[str], just_id: bool
+) -> tuple[InPlaceDecision, int | None, str]:
+    """One attempt on a classic session: the count, then one commit of files that rewrites the PEL files
+    holding the stale rows (``Plan.rewrites``) and writes the heads and the new owners' consumer rows
+    (created where missing): one commit where a commit of consumers and a Delta UPDATE took two, and no
+    pass to find the files first (docs/BENCHMARKS.md, "Fleet recovery in one commit of files")."""
+    decided: list[InPlaceDecision] = []
+    txn: list[str] = []
+
+    def decide(ctx: Context) -> None:
+        decision = decide_in_place(ctx, selection, owners)
+        decided[:] = [decision]
+        if decision.purges or not decision.claimed_pairs:
+            return
+        txn[:] = [ctx.txn]
+        pairs = decision.claimed_pairs
+        for pair in pairs:
+            group = decision.groups[pair]
+            put_group(ctx, group, group)
+            for name in sorted(decision.winners[pair]):
+                touch_consumer(ctx, *pair, name)
+        groups = [decision.groups[pair] for pair in pairs]
+        assignments = {
+            C.OWNER: new_owner(owners),
+            C.DELIVERY_COUNT: F.col(C.DELIVERY_COUNT) + (0 if just_id else 1),
+            C.DELIVERY_TIME_MS: F.lit(decision.now).cast(LongType()),
+            C.TXN: F.lit(ctx.txn),
+        }
+        partitions = tuple(group_partition(*pair) for pair in pairs)
+        condition = stale_condition(groups, selection, decision.now)
+        ctx.plan.add_rewrite(Rewrite(C.KIND_PENDING, partitions, condition, assignments))
+
+    runner.transact("CLAIM STALE", decide, policy=_ONE_ATTEMPT)
+    decision = decided[0]
+    if decision.purges or not decision.claimed_pairs:
+        return decision, None, ""
+    return decision, runner.last_commit_version, txn[0]
+
+
 def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision) -> None:
-    """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows)."""
+    """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows); a
+    commit of files (``_claim_as_files``) reports files, not rows: its guarded heads alone vouch for it."""
+    info = commit_info(runner.session(), runner.state_path, version)
+    if info.get("operation") == FILES_OPERATION:
+        return
     pairs = decision.claimed_pairs
     expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
     expected += sum(len(decision.winners[pair]) for pair in pairs)
-    metrics = commit_metrics(runner.session(), runner.state_path, version)
+    metrics = {name: int(value) for name, value in info.get("operationMetrics", {}).items()}
     # Delta's UPDATE counts numUpdatedRows; on Spark Connect the update is a MERGE (delta_io.update_in_place).
     updated = metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated"))
     if updated != expected:

@@ -316,10 +316,9 @@ def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: l
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
     written = extra + sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
     if info.get("operation") == FILES_OPERATION and not deleted:
-        # A round whose groups all claim in place, or the recovery consumers thousands of in-place groups
-        # gain before an UPDATE, commits as files (engine/file_commit.py), whose metrics count the files
-        # and rows written, copies included, not the rows changed. Its guarded heads make it apply
-        # exactly what was decided on the snapshot; a round that deletes commits as a MERGE.
+        # A round whose groups all claim in place commits as files (engine/file_commit.py), whose
+        # metrics count the files and rows written, copies included, not the rows changed. Its guarded
+        # heads make it apply exactly what was decided on the snapshot; a round that deletes is a MERGE.
         return
     # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
     committed = (

@@ -10,7 +10,7 @@ them. Such a plan commits here, in one transaction (state/delta_txn.py), on a cl
    partition statistics) are rewritten: the plan's rows in place of or beside theirs, the others as
    they were; a guarded head whose version is not the one the command read raises the guard's
    stale-snapshot error (a lost race) first, as the MERGE's guard does. A plan of heads in bulk
-   (``create_groups``, a recovery round's new consumers) is this step alone;
+   (``create_groups`` of thousands of groups) is this step alone;
 2. appended rows are written as files of their own; the files a removal's IDs may lie in are
    rewritten without the removed rows;
 3. one commit adds the new files and removes the rewritten ones. Delta's conflict check sees every

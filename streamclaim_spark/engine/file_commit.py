@@ -1,10 +1,13 @@
-"""Commits a plan as one Delta transaction of files: rows appended, rows removed by ID, heads rewritten.
+"""Commits a plan as one Delta transaction of files: rows appended, removed by ID or changed where they
+lie, heads rewritten.
 
 A MERGE joins its whole source with the target before it writes. Two kinds of bulk change need no
 such join: rows new by construction (a bulk append's entries have IDs after the stream's last ID, a
 delivery's PEL rows IDs after the group's cursor when no PEL row lies there), which no existing row
-can match, and rows removed by ID (a bulk XACK), where each file holding some is rewritten without
-them. Such a plan commits here, in one transaction (state/delta_txn.py), on a classic session:
+can match, rows removed by ID (a bulk XACK), where each file holding some is rewritten without
+them, and rows changed where they lie (a recovery round's or ``claim_stale``'s claims in place), where
+each file is rewritten through one projection. Such a plan commits here, in one transaction
+(state/delta_txn.py), on a classic session:
 
 1. the files that may hold the head and consumer rows the plan writes (their ``h`` buckets, skipped by
    partition statistics) are rewritten: the plan's rows in place of or beside theirs, the others as
@@ -12,7 +15,7 @@ them. Such a plan commits here, in one transaction (state/delta_txn.py), on a cl
    stale-snapshot error (a lost race) first, as the MERGE's guard does. A plan of heads in bulk
    (``create_groups`` of thousands of groups) is this step alone;
 2. appended rows are written as files of their own; the files a removal's IDs may lie in are
-   rewritten without the removed rows;
+   rewritten without the removed rows; the files of a rewrite's partitions with its assignments;
 3. one commit adds the new files and removes the rewritten ones. Delta's conflict check sees every
    bucket read, as it sees a MERGE's, so concurrent writers conflict exactly as before.
 

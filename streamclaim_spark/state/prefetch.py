@@ -94,6 +94,7 @@ class PrefetchedSnapshot:
         self._entries: dict[str, dict[StreamId, Entry | None]] = {}
         self._pending: dict[tuple[str, str], dict[StreamId, PendingEntry | None]] = {}
         self._scans: dict[ScanKey, list[Row]] = {}
+        self._all_heads_read = False  # every stream and group head is in _streams and _groups
 
     def frame(self) -> DataFrame:
         """The whole table at this version; every query of the snapshot starts from it."""
@@ -292,6 +293,26 @@ class PrefetchedSnapshot:
                 entries_read=row[C.ENTRIES_READ],
                 version=row[C.VERSION],
             )
+
+
+# The columns ``_remember_head`` reads: a read of every head need not carry the others.
+HEAD_COLUMNS = (
+    C.ROW_KIND,
+    C.STREAM,
+    C.GROUP,
+    C.LAST_MS,
+    C.LAST_SEQ,
+    C.ENTRIES_ADDED,
+    C.ENTRY_COUNT,
+    C.FIRST_MS,
+    C.FIRST_SEQ,
+    C.MAX_DELETED_MS,
+    C.MAX_DELETED_SEQ,
+    C.GROUP_NAMES,
+    C.VERSION,
+    C.SOME_DELETED,
+    C.ENTRIES_READ,
+)
 
 
 def _ask_heads_by_name(query: _Query) -> None:

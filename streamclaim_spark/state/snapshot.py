@@ -29,7 +29,7 @@ from streamclaim_spark.state.columns import (
 )
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
-from streamclaim_spark.state.prefetch import PrefetchedSnapshot
+from streamclaim_spark.state.prefetch import HEAD_COLUMNS, PrefetchedSnapshot
 from streamclaim_spark.state.schema import (
     COLUMN_NAMES,
     in_partitions,
@@ -69,14 +69,30 @@ class Snapshot(PrefetchedSnapshot):
         self.prefetch(Need(key, tuple(groups), consumer))
 
     def all_streams(self) -> list[StreamMeta]:
-        """Every stream head, with every group head remembered too: one query however many there are."""
-        for row in self.frame().where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).collect():
-            self._remember_head(row)
+        """Every stream head, with every group head remembered too: one query however many there are.
+
+        Collected as Arrow, only the heads' columns: a fleet's 20,000 heads took 0.9-1.1 s as Rows of
+        every column, 0.6-0.7 s so (docs/BENCHMARKS.md, "Heads read once, as Arrow")."""
+        if not self._all_heads_read:
+            heads = self.frame().where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).select(*HEAD_COLUMNS)
+            for row in heads.toArrow().to_pylist():
+                self._remember_head(row)
+            self._all_heads_read = True
         streams = [meta for meta in self._streams.values() if meta is not None]
         for meta in streams:
             for group in meta.groups:
                 self._groups.setdefault((meta.key, group), None)
         return streams
+
+    def adopt_heads(self, other: Snapshot) -> None:
+        """Takes every head ``other`` read with ``all_streams``, when it is this table at this version
+        (a version's heads never change): a recovery run's round reads the heads its selection read
+        only when a commit came between them."""
+        same = other.table_path == self.table_path and other.version is not None and other.version == self.version
+        if same and other._all_heads_read and not self._all_heads_read:
+            self._streams.update(other._streams)
+            self._groups.update(other._groups)
+            self._all_heads_read = True
 
     def groups(self, key: str) -> list[GroupMeta]:
         """All groups of the stream, in Redis' bytewise name order."""

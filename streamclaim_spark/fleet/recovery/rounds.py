@@ -46,6 +46,7 @@ from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions
+from streamclaim_spark.state.snapshot import Snapshot
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.fleet.recovery")
@@ -78,8 +79,10 @@ def claim_rounds(
     copies: DataFrame | None,
     copied: dict[Pair, int],
     done: dict[Pair, GroupReport],
+    read: Snapshot | None = None,
 ) -> list[DataFrame]:
-    """Step 3 in at most MAX_CLAIM_ROUNDS rounds; returns frames of the copies to withdraw.
+    """Step 3 in at most MAX_CLAIM_ROUNDS rounds; returns frames of the copies to withdraw. A round whose
+    snapshot is ``read``'s version takes the heads ``read`` holds instead of reading them again.
 
     Each round classifies its groups on a fresh snapshot and commits one MERGE over those with
     something to write, then (``_claim_in_place``) one UPDATE over those that only claim to the
@@ -87,7 +90,7 @@ def claim_rounds(
     are set aside for a later round and the others go again at once; if all moved, the same groups go
     again after a backoff. Groups whose commit landed are done, whatever happens to the round's other commit.
     """
-    rounds = _ClaimRounds(runner, rules, owners_frame, owners, copies, copied, done)
+    rounds = _ClaimRounds(runner, rules, owners_frame, owners, copies, copied, done, read)
     remaining = list(pairs)
     for round_number in range(1, MAX_CLAIM_ROUNDS + 1):
         if not remaining:
@@ -111,6 +114,7 @@ class _ClaimRounds:
     copies: DataFrame | None
     copied: dict[Pair, int]
     done: dict[Pair, GroupReport]
+    read: Snapshot | None  # the run's selection: its heads spare a round at its version their query
     deferred: list[Pair] = field(default_factory=list)  # set aside for a later round
     lost: Counter[Pair] = field(default_factory=Counter)  # lost commits per group
     last_seen: dict[Pair, GroupTally] = field(default_factory=dict)
@@ -123,6 +127,8 @@ class _ClaimRounds:
         batch = list(remaining)
 
         def decide(ctx: Context) -> _Round:
+            if self.read is not None:
+                ctx.snapshot.adopt_heads(self.read)
             outcome = decide_round(ctx, batch, self.rules, self.owners_frame, self.copies, planned)
             self.last_seen.update(outcome.tallies)
             return outcome

@@ -69,6 +69,7 @@ from streamclaim_spark.fleet.recovery.report import (
 from streamclaim_spark.fleet.recovery.rounds import MAX_CLAIM_ROUNDS, claim_rounds
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
+from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.state.tables import RECOVERY_RUNS_SCHEMA, ensure_recovery_runs_table
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
@@ -122,7 +123,8 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
     report = RecoveryReport(run_id, path, options, started, started, writer_mode=store.safety.mode)
     done: dict[Pair, GroupReport] = {}
     try:
-        groups = select_groups(runner, options)
+        snapshot = runner.snapshot()  # the selection's, and the run's first read of the fleet
+        groups = select_groups(runner, options, snapshot)
         log.info(
             "recovery %s %s on %s: selection read, %d group(s) on %d stream(s) match streams=%s groups=%s",
             action,
@@ -133,7 +135,7 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
             list(options.streams),
             list(options.groups),
         )
-        reasons = _recover(runner, path, options, run_id, [(g.key, g.name) for g in groups], done)
+        reasons = _recover(runner, path, snapshot, options, run_id, [(g.key, g.name) for g in groups], done)
     except RecoverySelectionError:
         raise
     except Exception as error:
@@ -180,14 +182,15 @@ def _finished(report: RecoveryReport) -> RecoveryReport:
     )
 
 
-def select_groups(runner: Runner, options: RecoveryOptions) -> list[GroupMeta]:
-    """The consumer groups whose stream and group names match the options, in bytewise name order.
+def select_groups(runner: Runner, options: RecoveryOptions, snapshot: Snapshot | None = None) -> list[GroupMeta]:
+    """The consumer groups whose stream and group names match the options, in bytewise name order, as
+    ``snapshot`` shows them (default: the store's newest version).
 
     Raises RecoverySelectionError when none does: a pattern that matches nothing is a mistake a
     scheduled job should report, not a run that silently does nothing.
     """
     selection = StaleSelection(options.min_idle_ms, streams=options.streams, groups=options.groups)
-    context = Context(runner.snapshot(), now=runner.clock(), txn="")
+    context = Context(snapshot or runner.snapshot(), now=runner.clock(), txn="")
     groups = selected_groups(context, selection)
     if not groups:
         streams = context.snapshot.all_streams()
@@ -200,14 +203,20 @@ def select_groups(runner: Runner, options: RecoveryOptions) -> list[GroupMeta]:
 
 
 def _recover(
-    runner: Runner, path: str, options: RecoveryOptions, run_id: str, pairs: list[Pair], done: dict[Pair, GroupReport]
+    runner: Runner,
+    path: str,
+    snapshot: Snapshot,
+    options: RecoveryOptions,
+    run_id: str,
+    pairs: list[Pair],
+    done: dict[Pair, GroupReport],
 ) -> dict[str, int]:
-    """Steps 1–4 of the module docstring; fills ``done`` with each group's report as its commit lands.
+    """Steps 1–4 of the module docstring on the selection's ``snapshot``; fills ``done`` with each
+    group's report as its commit lands.
 
     Returns the run's dead letters counted by reason (none in a dry run, which copies nothing).
     """
     now = runner.clock()
-    snapshot = runner.snapshot()
     rules = GroupRules.of(options, pairs)
     _log_policies(rules)
     owners_frame, owners = live_owners(snapshot, rules, now)
@@ -226,7 +235,7 @@ def _recover(
         copied = copy_dead_letters(runner, path, snapshot, pairs, rules, now, run_id)
         if copied.counts:
             copies = run_copies(runner, path, run_id)
-    withdrawals = claim_rounds(runner, rules, pairs, owners_frame, owners, copies, copied.counts, done)
+    withdrawals = claim_rounds(runner, rules, pairs, owners_frame, owners, copies, copied.counts, done, snapshot)
     if copies is not None and withdrawals:
         withdraw_copies(runner, path, run_id, withdrawals)
         return reasons_of(runner, path, run_id)  # the copies left, by reason

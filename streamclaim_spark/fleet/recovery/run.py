@@ -2,18 +2,20 @@
 
 A run costs the same few commits whatever the number of groups (docs/RECOVERY.md):
 
-1. **Read** the selected group heads (one query), and every group's poison entries — stale and
-   delivered more than ``max_deliveries`` times — in one query that Delta answers from file statistics
-   when there are none.
+1. **Read** every stream and group head (one query; the first claim round takes them from this
+   snapshot when no commit came between), and every group's poison entries — stale and delivered more
+   than ``max_deliveries`` times — in one query that Delta answers from file statistics when there are none.
 2. **Copy** every poison entry of every group to ``dead_letters`` (one blind append; dead_letters.py).
 3. **Classify and commit**: one aggregation over every pending entry of every group (fresh, copied,
    poison, to claim, to purge: the per-group numbers; plan.py), then one guarded MERGE over the groups
    with something to write: the copied entries that are still exactly as copied leave their PEL, every
    other stale entry is claimed (to the recovery consumer, or spread over its own group's live
    consumers), entries of deleted stream entries are purged. With ``assign="consumer"``, groups with
-   nothing to acknowledge or purge (at least ``in_place_round.MIN_CLAIMS`` claims between them) are left out
-   of the MERGE and claimed by an in-place UPDATE right after it (in_place.py); the MERGE creates the
-   recovery consumer where they lack it.
+   nothing to acknowledge or purge (at least ``in_place_round.MIN_CLAIMS`` claims between them) are
+   claimed in place: when every changed group is such a group, on a classic session, the round is one
+   commit of files (their PEL files rewritten, heads and recovery consumers beside them); else they are
+   left out of the MERGE, which creates the recovery consumer where they lack it, and claimed by an
+   in-place UPDATE right after it (in_place_round.py).
 4. **Withdraw** the copies of entries that changed before step 3 (one MERGE, only when there are any),
    and append one row to ``recovery_runs``.
 

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, buckets_of
-from streamclaim_spark.engine.file_commit import commit_files, commits_as_files, removal_deletes
+from streamclaim_spark.engine.file_commit import FILES_OPERATION, commit_files, commits_as_files, removal_deletes
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -304,3 +304,28 @@ def commit_metrics(spark: SparkSession, table_path: str, version: int) -> dict[s
     """
     metrics = commit_info(spark, table_path, version).get("operationMetrics", {})
     return {name: int(value) for name, value in metrics.items()}
+
+
+@dataclass(frozen=True)
+class RowsChanged:
+    """The rows one MERGE or UPDATE deleted, updated and inserted, by its own metrics."""
+
+    deleted: int
+    updated: int
+    inserted: int
+
+
+def rows_changed(spark: SparkSession, table_path: str, version: int) -> RowsChanged | None:
+    """What commit ``version`` did to rows (a MERGE's metrics, or an UPDATE's ``numUpdatedRows``; on Spark
+    Connect an update in place is a MERGE), for a caller to check against what it decided; None for a
+    commit of files (file_commit.py), whose metrics count the files and rows written, copies included:
+    its guarded heads make it apply exactly what was decided."""
+    info = commit_info(spark, table_path, version)
+    if info.get("operation") == FILES_OPERATION:
+        return None
+    metrics = {name: int(value) for name, value in info.get("operationMetrics", {}).items()}
+    return RowsChanged(
+        deleted=metrics.get("numTargetRowsDeleted", 0),
+        updated=metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated", 0)),
+        inserted=metrics.get("numTargetRowsInserted", 0),
+    )

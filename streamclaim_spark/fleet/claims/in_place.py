@@ -23,10 +23,9 @@ from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.file_commit import FILES_OPERATION
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
-from streamclaim_spark.engine.transaction import InPlaceUpdate
+from streamclaim_spark.engine.transaction import InPlaceUpdate, rows_changed
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.owners import Pair
@@ -42,7 +41,6 @@ from streamclaim_spark.fleet.claims.selection import (
     with_entry_exists,
 )
 from streamclaim_spark.state.conflicts import stale_snapshot_error
-from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions, kind_in
 
@@ -264,15 +262,13 @@ def _claim_as_files(
 def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision) -> None:
     """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows); a
     commit of files (``_claim_as_files``) reports files, not rows: its guarded heads alone vouch for it."""
-    info = commit_info(runner.session(), runner.state_path, version)
-    if info.get("operation") == FILES_OPERATION:
+    changed = rows_changed(runner.session(), runner.state_path, version)
+    if changed is None:
         return
     pairs = decision.claimed_pairs
     expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
     expected += sum(len(decision.winners[pair]) for pair in pairs)
-    metrics = {name: int(value) for name, value in info.get("operationMetrics", {}).items()}
-    # Delta's UPDATE counts numUpdatedRows; on Spark Connect the update is a MERGE (delta_io.update_in_place).
-    updated = metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated"))
+    updated = changed.updated
     if updated != expected:
         raise CommitMismatchError(
             f"CLAIM STALE committed version {version} updating {updated} rows where it decided {expected} "

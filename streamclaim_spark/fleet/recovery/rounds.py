@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.engine.file_commit import FILES_OPERATION
 from streamclaim_spark.engine.retries import RetryPolicy
 from streamclaim_spark.engine.runner import Runner
+from streamclaim_spark.engine.transaction import rows_changed
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError, ConflictRetriesExhaustedError
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair, tally
@@ -43,7 +43,6 @@ from streamclaim_spark.fleet.recovery.plan import (
 )
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
 from streamclaim_spark.fleet.recovery.rules import GroupRules
-from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
@@ -315,22 +314,14 @@ def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: l
     """
     if version is None:
         return
-    info = commit_info(runner.session(), runner.state_path, version)
-    metrics = {name: int(value) for name, value in info.get("operationMetrics", {}).items()}
+    changed = rows_changed(runner.session(), runner.state_path, version)
+    if changed is None:  # a round whose groups all claim in place: one commit of files, its heads guarded
+        return
     tallies = [outcome.tallies[pair] for pair in pairs if pair in outcome.tallies]
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)
     # Updated or inserted: claimed rows, one head per changed group, one consumer row per (group, owner).
     written = extra + sum(t.outcomes[CLAIM] + (1 if changes(t) else 0) + len(t.owners) for t in tallies)
-    if info.get("operation") == FILES_OPERATION and not deleted:
-        # A round whose groups all claim in place commits as files (engine/file_commit.py), whose
-        # metrics count the files and rows written, copies included, not the rows changed. Its guarded
-        # heads make it apply exactly what was decided on the snapshot; a round that deletes is a MERGE.
-        return
-    # A MERGE's metrics, or an in-place round's UPDATE's (numUpdatedRows; on Spark Connect it is a MERGE).
-    committed = (
-        metrics.get("numTargetRowsDeleted", 0),
-        metrics.get("numUpdatedRows", metrics.get("numTargetRowsUpdated", 0)) + metrics.get("numTargetRowsInserted", 0),
-    )
+    committed = (changed.deleted, changed.updated + changed.inserted)
     if committed != (deleted, written):
         raise CommitMismatchError(
             f"claim commit {version} deleted {committed[0]} and wrote {committed[1]} rows, "

@@ -112,6 +112,16 @@ def test_a_transaction_with_a_command_refused_while_queuing_runs_nothing(piped: 
     assert piped.snapshot().version == version
 
 
+def test_dbsize_in_a_transaction_counts_the_streams_its_earlier_commands_created_and_deleted(
+    piped: StreamStore,
+) -> None:
+    # Every head is read once per snapshot (Snapshot.all_streams); a batch's commands still see each other's.
+    pipe = piped.pipeline().execute_command("DBSIZE").execute_command("XADD", "t", "1-1", "f", "v")
+    pipe.execute_command("DBSIZE").execute_command("DEL", "s").execute_command("DBSIZE")
+
+    assert pipe.execute() == [1, "1-1", 2, 1, 1]
+
+
 def test_a_pipeline_without_transaction_answers_refused_commands_in_place_and_splits_its_commits(
     piped: StreamStore,
 ) -> None:

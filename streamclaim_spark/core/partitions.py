@@ -54,3 +54,11 @@ def buckets_of(partitions: Iterable[str], kinds: Iterable[str] = ALL_KINDS) -> l
     """The buckets that can hold rows of ``kinds`` in ``partitions``, sorted."""
     wanted = set(kinds)
     return sorted({bucket_of(partition, kind) for partition in partitions for kind in wanted})
+
+
+def shares_buckets(partitions: Iterable[str], every_partition: Iterable[str], kind: str) -> bool:
+    """True when a partition of ``every_partition`` other than ``partitions`` keeps its rows of ``kind``
+    in one of their buckets: a filter on those buckets alone would take its rows too."""
+    wanted = set(partitions)
+    buckets = {bucket_of(partition, kind) for partition in wanted}
+    return any(partition not in wanted and bucket_of(partition, kind) in buckets for partition in every_partition)

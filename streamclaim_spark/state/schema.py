@@ -139,8 +139,14 @@ def pruned_to(partitions: Iterable[str], table: str = "", kinds: Iterable[str] =
     wanted = sorted(set(partitions))
     if len(wanted) <= NAMED_PARTITIONS_MAX:
         return in_partitions(wanted, table, kinds)
+    return in_buckets(wanted, table, kinds)
+
+
+def in_buckets(partitions: Iterable[str], table: str = "", kinds: Iterable[str] = ALL_KINDS) -> Column:
+    """Rows of the buckets that hold ``partitions``' rows of ``kinds``, whatever their partition: those
+    partitions' rows exactly when no other partition lies in those buckets (Snapshot.rows_of_kind)."""
     prefix = f"{table}." if table else ""
-    return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets_of(wanted, kinds))})")
+    return F.expr(f"{prefix}{C.BUCKET} IN ({_quoted(buckets_of(partitions, kinds))})")
 
 
 # A row's key but its ID: a head row (no consumer) or a consumer row (rows_with_keys).

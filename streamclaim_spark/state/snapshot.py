@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
-from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.partitions import group_partition, shares_buckets, stream_partition
 from streamclaim_spark.state import file_stats, pending_stats
 from streamclaim_spark.state.columns import (
     by_bytes,
@@ -32,6 +32,8 @@ from streamclaim_spark.state.file_stats import table_bytes
 from streamclaim_spark.state.prefetch import HEAD_COLUMNS, PrefetchedSnapshot
 from streamclaim_spark.state.schema import (
     COLUMN_NAMES,
+    NAMED_PARTITIONS_MAX,
+    in_buckets,
     in_partitions,
     kind_in,
 )
@@ -93,6 +95,21 @@ class Snapshot(PrefetchedSnapshot):
             self._streams.update(other._streams)
             self._groups.update(other._groups)
             self._all_heads_read = True
+
+    def rows_of_kind(self, partitions: Sequence[str], kind: str) -> Column:
+        """``schema.kind_in(partitions, kind)``, or, for more than ``NAMED_PARTITIONS_MAX`` partitions that
+        are every partition of their buckets as this snapshot's heads show (``all_streams`` read them),
+        their buckets alone: the same rows without an ``IN`` of thousands of partition IDs, which took
+        ~1 s to plan per query at 10,000 (docs/BENCHMARKS.md, "Heads read once, as Arrow")."""
+        if len(partitions) > NAMED_PARTITIONS_MAX and self._all_heads_read:
+            streams = [meta for meta in self._streams.values() if meta is not None]
+            if kind in (C.KIND_STREAM, C.KIND_ENTRY):
+                every = [stream_partition(meta.key) for meta in streams]
+            else:
+                every = [group_partition(meta.key, group) for meta in streams for group in meta.groups]
+            if not shares_buckets(partitions, every, kind):
+                return in_buckets(partitions, kinds=[kind]) & (F.col(C.ROW_KIND) == kind)
+        return kind_in(partitions, kind)
 
     def groups(self, key: str) -> list[GroupMeta]:
         """All groups of the stream, in Redis' bytewise name order."""

@@ -33,6 +33,7 @@ from streamclaim_spark import StaleSelection, StreamStore
 from streamclaim_spark.cli.recover import EXIT_CONFIG, run_job
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
+from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
 from streamclaim_spark.fleet.recovery import (
     GroupReport,
@@ -43,6 +44,7 @@ from streamclaim_spark.fleet.recovery import (
     rounds,
 )
 from streamclaim_spark.fleet.recovery import run as recovery_run
+from streamclaim_spark.state import snapshot as snapshot_module
 from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, table_path
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
@@ -394,6 +396,27 @@ def test_a_claim_landing_between_the_selection_and_the_claim_round_is_read_by_th
     assert current_version(fleet) == before + 2  # the XCLAIM, the round's one commit of files
     (late,) = pending(fleet).where((F.col(C.STREAM) == "s11") & (F.col(C.OWNER) == "late")).collect()
     assert (late[C.GROUP], late[C.DELIVERY_COUNT]) == ("c", 2)
+
+
+def test_a_fleet_s_pending_rows_are_read_by_bucket_alone_only_when_no_other_group_shares_their_buckets(
+    fleet: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Thousands of groups in production; here past a limit of 2, with the 60 groups' heads read once.
+    monkeypatch.setattr(snapshot_module, "NAMED_PARTITIONS_MAX", 2)
+    snapshot = fleet.snapshot()
+    snapshot.all_streams()
+    every = [(key, group) for key in STREAMS for group in GROUPS]
+    some = [("s01", "a"), ("s02", "b"), ("s03", "c")]  # their buckets hold other groups' PEL rows
+
+    for pairs, named, rows in ((every, False, 400), (some, True, 8 + 6 + 8)):
+        condition = snapshot.rows_of_kind([group_partition(*pair) for pair in pairs], C.KIND_PENDING)
+        assert (C.PARTITION_ID in str(condition)) is named
+        wanted = fleet.spark.createDataFrame(pairs, f"{C.STREAM} string, {C.GROUP} string")
+        table = snapshot.frame().select(C.ROW_KIND, C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, C.OWNER, C.BUCKET)
+        expected = table.where(F.col(C.ROW_KIND) == C.KIND_PENDING).join(wanted, [C.STREAM, C.GROUP], "left_semi")
+        got = table.where(condition).select(*expected.columns)
+        assert expected.count() == rows
+        assert_df_equality(got, expected, ignore_row_order=True)
 
 
 # Spark jobs of an in-place run over 10 groups that only claim, the recovery consumer created with them:

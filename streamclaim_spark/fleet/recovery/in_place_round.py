@@ -20,7 +20,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
-from streamclaim_spark.core.partitions import bucket_of, buckets_of, group_partition
+from streamclaim_spark.core.partitions import group_partition, shares_buckets
 from streamclaim_spark.engine.transaction import InPlaceUpdate
 from streamclaim_spark.fleet.claims.in_place import claim_assignments
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
@@ -93,9 +93,7 @@ def claim_rewrite(pairs: Sequence[Pair], rules: GroupRules, now: int, txn: str, 
     """
     partitions = tuple(group_partition(*pair) for pair in sorted(pairs))
     condition = (F.col(C.ROW_KIND) == C.KIND_PENDING) & _claimable(rules, sorted(pairs), now)
-    buckets, wanted = set(buckets_of(partitions, [C.KIND_PENDING])), set(partitions)
-    others = {group_partition(*pair) for pair in every_group} - wanted
-    if any(bucket_of(partition, C.KIND_PENDING) in buckets for partition in others):
+    if shares_buckets(partitions, (group_partition(*pair) for pair in every_group), C.KIND_PENDING):
         condition = in_partitions(partitions) & condition
     assignments = {
         C.OWNER: F.lit(rules.options.consumer),

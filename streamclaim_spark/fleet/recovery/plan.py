@@ -76,13 +76,13 @@ def with_owner_key(frame: DataFrame) -> DataFrame:
 def pending_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
     """The groups' pending rows."""
     partitions = [group_partition(*pair) for pair in pairs]
-    return snapshot.frame().where(kind_in(partitions, C.KIND_PENDING))
+    return snapshot.frame().where(snapshot.rows_of_kind(partitions, C.KIND_PENDING))
 
 
 def entries_of(snapshot: Snapshot, pairs: Sequence[Pair]) -> DataFrame:
     """The entries of the groups' streams."""
     partitions = [stream_partition(key) for key in sorted({key for key, _ in pairs})]
-    return snapshot.frame().where(kind_in(partitions, C.KIND_ENTRY))
+    return snapshot.frame().where(snapshot.rows_of_kind(partitions, C.KIND_ENTRY))
 
 
 def live_owners(

@@ -33,3 +33,8 @@ elif [[ "${CI:-}" == "true" ]]; then
 else
     echo "WARNING: no redis-server: the parity tests will be skipped." >&2
 fi
+
+section "JVM class archive"
+# New processes map the classes Spark and Delta load instead of loading them (~4 s of a cold job's start,
+# docs/BENCHMARKS.md); built again only when Java, pyspark or Delta changed.
+.venv/bin/python -m streamclaim_spark.cli.jvm_archive --if-stale

@@ -22,6 +22,7 @@ from streamclaim_spark.core.config import SparkConfig
 from streamclaim_spark.core.object_store import WriterSafety, check_writer_safety
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.delta_io import is_connect, register_connect_errors
+from streamclaim_spark.state.jvm_archive import JAVA_OPTIONS_KEY, archive_path, with_archive
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,12 @@ def build_session(
     builder = SparkSession.builder.appName(app_name)
     if master is not None:
         builder = builder.master(master)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    settings = {**DEFAULT_CONF, **(conf or {})}
+    if not under_spark_submit():  # this process starts the driver's JVM: it can map the class archive
+        options = with_archive(settings.get(JAVA_OPTIONS_KEY), archive_path())
+        if options is not None:
+            settings[JAVA_OPTIONS_KEY] = options
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     quiet_expected_failures(spark)

@@ -1,0 +1,109 @@
+"""``streamclaim-jvm-archive``: builds the JVM class-data archive new processes start from (state/jvm_archive.py).
+
+It runs a training process whose JVM writes, as it exits, every class it loaded: the README's demo (bulk
+paths, the recovery job, SQL views) and one of each kind of command, in a temporary store. The archive is
+written beside the file it replaces and renamed over it, so a process starting meanwhile maps the old one
+or the new one, never half of one. Build it again after upgrading Java, pyspark or Delta: ``--if-stale``
+(what scripts/setup.sh passes) builds only when the Java, pyspark or Delta beside the archive (its ``.key``
+file) changed; a stale one is ignored by the JVM, not misused. It takes ~200 MB and 1-2 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyspark
+from pyspark import SparkContext
+
+from streamclaim_spark import demo
+from streamclaim_spark.state.jvm_archive import ARCHIVE_ENV, JAVA_OPTIONS_KEY, QUIET_CDS, archive_path
+from streamclaim_spark.state.session import DELTA_PACKAGE, build_session
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="streamclaim-jvm-archive", description=__doc__)
+    parser.add_argument("--out", type=Path, default=None, help=f"archive file (default ${ARCHIVE_ENV} or the venv's)")
+    parser.add_argument("--if-stale", action="store_true", help="build only when Java, pyspark or Delta changed")
+    parser.add_argument("--train", type=Path, default=None, help=argparse.SUPPRESS)  # the training process
+    args = parser.parse_args(argv)
+    if args.train is not None:
+        return train(args.train)
+    out = args.out or archive_path()
+    if out is None:
+        parser.error(f"${ARCHIVE_ENV} is empty (no archive): pass --out PATH")
+    key = archive_key()
+    key_file = out.with_name(out.name + ".key")
+    if args.if_stale and out.is_file() and key_file.is_file() and key_file.read_text(encoding="utf-8") == key:
+        print(f"streamclaim-jvm-archive: {out} is up to date")
+        return 0
+    code = build(out)
+    if code == 0:
+        key_file.write_text(key, encoding="utf-8")
+    return code
+
+
+def archive_key() -> str:
+    """What the archive's classes come from: the Java that spark-submit runs, pyspark's jars, Delta's."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    java = os.path.realpath(java) if java else "no java"
+    stamp = os.stat(java).st_mtime_ns if os.path.exists(java) else 0
+    return f"{java} {stamp}\npyspark {pyspark.__version__}\n{DELTA_PACKAGE}\n"
+
+
+def build(out: Path) -> int:
+    """Runs the training process with the JVM told to write its classes to a new file, then renames it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_name(out.name + ".partial")
+    partial.unlink(missing_ok=True)
+    started = time.monotonic()
+    env = {**os.environ, ARCHIVE_ENV: ""}  # the training JVM maps no archive of ours: it writes one
+    command = [sys.executable, "-m", "streamclaim_spark.cli.jvm_archive", "--train", str(partial)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0 or not partial.is_file():
+        print(done.stdout[-3000:], done.stderr[-3000:], sep="\n", file=sys.stderr)
+        print(f"streamclaim-jvm-archive: the training process failed (exit {done.returncode})", file=sys.stderr)
+        partial.unlink(missing_ok=True)
+        return 1
+    partial.replace(out)
+    size_mb = out.stat().st_size / 1e6
+    print(f"streamclaim-jvm-archive: {out} ({size_mb:.0f} MB) in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def train(partial: Path) -> int:
+    """The training process: the demo and a few commands in a temporary store, then waits for its JVM to
+    exit, which is when the JVM writes ``partial``."""
+    spark = build_session(conf={JAVA_OPTIONS_KEY: f"-XX:ArchiveClassesAtExit={partial} {QUIET_CDS}"})
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "store")
+        store = demo.build_demo_store(path, spark, delivered_at_ms=int(time.time() * 1000) - demo.HOUR_MS)
+        demo.run_recovery_job(path)
+        for command in (
+            ("XADD", "orders-eu", "*", "sku", "sku-x"),
+            ("XREADGROUP", "GROUP", "billing", "c1", "COUNT", "10", "STREAMS", "orders-eu", ">"),
+            ("XAUTOCLAIM", "orders-eu", "billing", "c2", "0", "0", "COUNT", "5"),
+            ("XPENDING", "orders-eu", "billing", "-", "+", "10"),
+            ("XACK", "orders-eu", "billing", "0-1"),
+            ("XINFO", "GROUPS", "orders-eu"),
+        ):
+            store.execute(*command)
+        spark.stop()
+    gateway = SparkContext._gateway
+    process = getattr(gateway, "proc", None) if gateway is not None else None
+    if process is not None:  # the JVM exits when its stdin closes, and writes the archive as it does
+        process.stdin.close()
+        process.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """``streamclaim-jvm-archive``: builds the JVM class-data archive new processes start from (state/jvm_archive.py).
 
-It runs a training process whose JVM writes, as it exits, every class it loaded: the README's demo (bulk
-paths, the recovery job, SQL views) and one of each kind of command, in a temporary store. The archive is
+It runs a training process whose JVM writes, as it exits, every class it loaded: the bulk paths, one of
+each kind of command, the recovery job and the SQL views, on a temporary store. The archive is
 written beside the file it replaces and renamed over it, so a process starting meanwhile maps the old one
 or the new one, never half of one. Build it again after upgrading Java, pyspark or Delta: ``--if-stale``
 (what scripts/setup.sh passes) builds only when the Java, pyspark or Delta beside the archive (its ``.key``
@@ -23,9 +23,14 @@ from pathlib import Path
 import pyspark
 from pyspark import SparkContext
 
-from streamclaim_spark import demo
+from streamclaim_spark.cli import recover
+from streamclaim_spark.fleet.bulk import NewGroup
+from streamclaim_spark.sql import register
 from streamclaim_spark.state.jvm_archive import ARCHIVE_ENV, JAVA_OPTIONS_KEY, QUIET_CDS, archive_path
 from streamclaim_spark.state.session import DELTA_PACKAGE, build_session
+from streamclaim_spark.store import StreamStore
+
+HOUR_MS = 3_600_000
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -80,22 +85,31 @@ def build(out: Path) -> int:
 
 
 def train(partial: Path) -> int:
-    """The training process: the demo and a few commands in a temporary store, then waits for its JVM to
-    exit, which is when the JVM writes ``partial``."""
+    """The training process: a small store built by the bulk paths, one of each kind of command, the
+    recovery job with a dead letter and the SQL views; then waits for its JVM to exit, which is when the
+    JVM writes ``partial``."""
     spark = build_session(conf={JAVA_OPTIONS_KEY: f"-XX:ArchiveClassesAtExit={partial} {QUIET_CDS}"})
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "store")
-        store = demo.build_demo_store(path, spark, delivered_at_ms=int(time.time() * 1000) - demo.HOUR_MS)
-        demo.run_recovery_job(path)
+        store = StreamStore.open(path, spark=spark, clock=lambda: int(time.time() * 1000) - HOUR_MS)
+        store.append_streams(spark.range(50).selectExpr("'orders' AS stream", "concat('sku-', id) AS sku"), "stream")
+        store.create_groups([NewGroup("orders", "billing", "0")])
+        store.deliver_many([("orders", "billing", "worker-1")])
+        first, second = (entry[0] for entry in store.execute("XRANGE", "orders", "-", "+", "COUNT", "2"))
         for command in (
-            ("XADD", "orders-eu", "*", "sku", "sku-x"),
-            ("XREADGROUP", "GROUP", "billing", "c1", "COUNT", "10", "STREAMS", "orders-eu", ">"),
-            ("XAUTOCLAIM", "orders-eu", "billing", "c2", "0", "0", "COUNT", "5"),
-            ("XPENDING", "orders-eu", "billing", "-", "+", "10"),
-            ("XACK", "orders-eu", "billing", "0-1"),
-            ("XINFO", "GROUPS", "orders-eu"),
+            ("XADD", "orders", "*", "sku", "sku-x"),
+            ("XREADGROUP", "GROUP", "billing", "worker-2", "COUNT", "1", "STREAMS", "orders", ">"),
+            ("XCLAIM", "orders", "billing", "worker-1", "0", first, "RETRYCOUNT", "12"),  # a dead letter
+            ("XAUTOCLAIM", "orders", "billing", "worker-3", "0", "0", "COUNT", "5"),
+            ("XPENDING", "orders", "billing"),
+            ("XPENDING", "orders", "billing", "-", "+", "10"),
+            ("XACK", "orders", "billing", second),
+            ("XINFO", "GROUPS", "orders"),
         ):
             store.execute(*command)
+        recover.main(["--store", path, "--min-idle", "0ms", "--max-deliveries", "10", "--consumer", "recovery"])
+        register(spark, path)
+        spark.sql("SELECT count(*) FROM streamclaim.dead_letters").collect()
         spark.stop()
     gateway = SparkContext._gateway
     process = getattr(gateway, "proc", None) if gateway is not None else None

@@ -107,7 +107,7 @@ def train(partial: Path) -> int:
             ("XINFO", "GROUPS", "orders"),
         ):
             store.execute(*command)
-        recover.main(["--store", path, "--min-idle", "0ms", "--max-deliveries", "10", "--consumer", "recovery"])
+        job = recover.main(["--store", path, "--min-idle", "0ms", "--max-deliveries", "10", "--consumer", "recovery"])
         register(spark, path)
         spark.sql("SELECT count(*) FROM streamclaim.dead_letters").collect()
         spark.stop()
@@ -116,6 +116,13 @@ def train(partial: Path) -> int:
     if process is not None:  # the JVM exits when its stdin closes, and writes the archive as it does
         process.stdin.close()
         process.wait()
+    if job != recover.EXIT_OK:  # an archive without the job's classes would be built silently otherwise
+        print(
+            f"streamclaim-jvm-archive: the training's recovery job exited {job}: run it from the project "
+            "folder, or set STREAMCLAIM_CONF_DIR to the folder with base.toml",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

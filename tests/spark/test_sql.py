@@ -32,7 +32,7 @@ from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.fleet.recovery import recover_stale
 from streamclaim_spark.metrics import group_metrics
-from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.columns import id_text, stored_id_columns
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
 from tests.fixtures import generated_code
@@ -137,6 +137,33 @@ def test_the_sql_id_rendering_matches_id_text_at_the_extremes(spark: SparkSessio
 
     assert_column_equality(frame, "from_sql", "from_column")
     assert frame.where(F.col("from_sql") == f"{2**64 - 1}-0").count() == 1
+
+
+# Texts around every edge of Redis' canonical ID text: signs, spaces, leading zeros, missing or extra
+# parts, other digits, 18 to 21 digits, and the largest part and one past it.
+_ID_TEXTS = [
+    "0-0", "1-2", "1700000000000-5", "00-0", "0-00", "01-1", "1-01", "+1-2", "1-+2", " 1-2", "1-2 ", "1 -2",
+    "1", "1-", "-1", "-", "", "1-2-3", "--1", "1--2", "1.0-2", "1e3-2", "0x1-2", "١-2", "1-٢",
+    f"{10**17}-{10**17 - 1}", f"{10**18 - 1}-0", f"{10**18}-0", f"0-{10**19}", f"{2**63}-{2**63 - 1}",
+    f"{2**64 - 1}-{2**64 - 1}", f"{2**64}-0", f"0-{2**64}", f"{10**20}-0", f"0{2**64 - 1}-0",
+]  # fmt: skip
+
+
+def _stored_or_nones(text: str | None) -> tuple[int | None, int | None]:
+    """What ``stored_id_columns`` must give: the stored parts of canonical text up to 2**64 - 1, else Nones."""
+    match = re.fullmatch(r"(0|[1-9][0-9]*)-(0|[1-9][0-9]*)", text or "")
+    if match is None or max(int(match[1]), int(match[2])) > 2**64 - 1:
+        return None, None
+    return to_stored(int(match[1])), to_stored(int(match[2]))
+
+
+def test_stored_id_columns_parse_exactly_the_canonical_ids_up_to_the_largest(spark: SparkSession) -> None:
+    texts = [*_ID_TEXTS, None]
+    ms, seq = stored_id_columns(F.col("text"))
+    rows = spark.createDataFrame([(text,) for text in texts], "text string").select("text", ms, seq).collect()
+
+    assert {row[0]: (row[1], row[2]) for row in rows} == {text: _stored_or_nones(text) for text in texts}
+    assert sum(row[1] is not None for row in rows) == 9
 
 
 def test_pending_idle_ms_is_measured_at_query_time(spark: SparkSession, store: StreamStore, times: Times) -> None:

@@ -22,6 +22,10 @@ class Removal:
     skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
     the files' own row counts: no query counts them first.
 
+    ``named``, when known, is how many rows ``rows`` holds (duplicates and IDs that are not pending
+    included): up to ``file_commit.BROADCAST_NAMED_MAX`` of one partition are sent to the rewrite's tasks whole
+    instead of shuffled with the files' rows.
+
     ``empties`` may name files the removal takes every row of, so that they are dropped unread: a
     test on the statistics of a file added by the commit of version ``written_at`` and still in the
     table (a file's rows never change under its name; a deletion vector since sends it to the rewrite).
@@ -33,6 +37,7 @@ class Removal:
     low: StreamId | None = None
     high: StreamId | None = None
     removed: int | None = None
+    named: int | None = None
     empties: Callable[[FileBounds], bool] | None = None
     written_at: int | None = None
 

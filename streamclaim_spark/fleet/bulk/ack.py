@@ -88,7 +88,7 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
     # Parsed once and pinned: the range and the files' rewrite read the same IDs without parsing them
     # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse, docs/BENCHMARKS.md).
     wanted = _wanted_ids(ids, id_column).localCheckpoint(eager=True) if ids is not None else None
-    low, high = _id_range(wanted) if wanted is not None else (None, None)
+    named, low, high = _id_range(wanted) if wanted is not None else (None, None, None)
     removals: list[Removal] = []
 
     def decide(ctx: Context) -> None:
@@ -97,7 +97,7 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
             return  # no ID parses: nothing is pending under them
         partition = group_partition(key, group)
         rows = None if wanted is None else wanted.select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)
-        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high)
+        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high, named=named)
         removals[:] = [removal]
         ctx.plan.add_removal(removal)
         put_group(ctx, head, head)
@@ -107,13 +107,13 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
     return BulkAck(count or 0, runner.last_commit_version if count else None)
 
 
-def _id_range(wanted: DataFrame) -> tuple[StreamId | None, StreamId | None]:
-    """The lowest and highest of the IDs ``wanted`` names (one aggregate), or Nones when it names none."""
+def _id_range(wanted: DataFrame) -> tuple[int, StreamId | None, StreamId | None]:
+    """How many IDs ``wanted`` names, and the lowest and highest (one aggregate; Nones when it names none)."""
     row = wanted.where(F.col(C.ID_MS).isNotNull()).agg(*id_range_aggregates()).first()
     assert row is not None
     if row["lo"] is None:
-        return None, None
-    return stored_id(row["lo"]), stored_id(row["hi"])
+        return 0, None, None
+    return int(row["n"]), stored_id(row["lo"]), stored_id(row["hi"])
 
 
 def acknowledge_and_delete(

@@ -132,6 +132,31 @@ def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
     assert state_version(store) == version
 
 
+def test_files_outside_their_bucket_folders_are_rewritten_by_the_buckets_the_log_gives(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Random file prefixes (an object store's setting) put data files outside their partition folders:
+    # a rewrite then takes each file's bucket from its log entry, not from its path.
+    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
+    state = table_path(store.path, C.STATE_TABLE_DIR)
+    spark.sql(f"ALTER TABLE delta.`{state}` SET TBLPROPERTIES ('delta.randomizeFilePrefixes' = 'true')")
+    store.append("s", spark.range(20).selectExpr("id AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "c")
+    named = [f"{T0}-{n}" for n in (0, 1, 2, 7, 19)]
+
+    acked = store.acknowledge("s", "g", spark.createDataFrame([(i,) for i in named], "id string"))
+
+    assert acked.count == 5
+    assert acked.version is not None
+    rewritten = log_entry(store, acked.version)["removed"]
+    assert {bucket[0] for bucket, _, _ in rewritten} == {"g", APART_PREFIX}
+    assert not any(f"{C.BUCKET}=" in path for _, _, path in rewritten)
+    assert store.execute("XPENDING", "s", "g") == [15, f"{T0}-3", f"{T0}-18", [["c", "15"]]]
+    assert store.execute("XACK", "s", "g", f"{T0}-3", f"{T0}-19") == 1
+    assert store.execute("XINFO", "STREAM", "s")[1] == 20
+
+
 def test_a_delivery_after_setid_moved_the_cursor_back_overwrites_pending_rows_as_redis_does(
     store: StreamStore, spark: SparkSession
 ) -> None:

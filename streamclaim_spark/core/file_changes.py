@@ -24,7 +24,9 @@ class Removal:
 
     ``named``, when known, is how many rows ``rows`` holds (duplicates and IDs that are not pending
     included): up to ``file_commit.BROADCAST_NAMED_MAX`` of one partition are sent to the rewrite's tasks whole
-    instead of shuffled with the files' rows.
+    instead of shuffled with the files' rows. ``seq_range``, when known, is their smallest and largest
+    sequence number: with ``low`` and ``high`` it bounds a box of IDs that, when small enough, packs
+    each ID into one integer key, which Spark hashes faster than two columns.
 
     ``empties`` may name files the removal takes every row of, so that they are dropped unread: a
     test on the statistics of a file added by the commit of version ``written_at`` and still in the
@@ -38,6 +40,7 @@ class Removal:
     high: StreamId | None = None
     removed: int | None = None
     named: int | None = None
+    seq_range: tuple[int, int] | None = None
     empties: Callable[[FileBounds], bool] | None = None
     written_at: int | None = None
 

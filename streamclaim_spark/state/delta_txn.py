@@ -131,13 +131,16 @@ class DeltaTransaction:
                     added[bounds.path] = bounds
         return added
 
-    def read_files(self, files: Sequence[Any]) -> DataFrame:
+    def read_files(self, files: Sequence[Any], *, with_path: bool = False) -> DataFrame:
         """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them
-        must write back, less what it removes. Read as plain Parquet, so only those files are opened."""
+        must write back, less what it removes. Read as plain Parquet, so only those files are opened.
+        ``with_path`` adds ``FILE_PATH``, the data file each row lies in (``file_name`` matches it to
+        its ``AddFile``)."""
+        names = [field.name for field in STATE_SCHEMA.fields] + ([FILE_PATH] if with_path else [])
         if any(file.deletionVector() is not None for file in files):
             # Rows a deletion vector hides must stay hidden: read through Delta, by file name.
-            names = sorted(file_name(str(file.path())) for file in files)
-            return self.table().where(F.element_at(F.split(F.col(FILE_PATH), "/"), -1).isin(*names)).drop(FILE_PATH)
+            wanted = sorted(file_name(str(file.path())) for file in files)
+            return self.table().where(F.element_at(F.split(F.col(FILE_PATH), "/"), -1).isin(*wanted)).select(*names)
         by_bucket: dict[str, list[str]] = {}
         for file in files:
             by_bucket.setdefault(bucket_of(file), []).append(data_file_path(self._path, str(file.path())))
@@ -151,15 +154,18 @@ class DeltaTransaction:
                 .option("basePath", self._path)
                 .parquet(*sorted(path for paths in by_bucket.values() for path in paths))
             )
-            return scan.select(*(field.name for field in STATE_SCHEMA.fields))
+            return scan.withColumn(FILE_PATH, F.col("_metadata.file_path")).select(*names)
         frames = [
-            self._spark.read.schema(data_schema).parquet(*paths).withColumn(C.BUCKET, F.lit(bucket))
+            self._spark.read.schema(data_schema)
+            .parquet(*paths)
+            .withColumn(C.BUCKET, F.lit(bucket))
+            .withColumn(FILE_PATH, F.col("_metadata.file_path"))
             for bucket, paths in sorted(by_bucket.items())
         ]
         rows = frames[0]
         for frame in frames[1:]:
             rows = rows.unionByName(frame)
-        return rows.select(*(field.name for field in STATE_SCHEMA.fields))
+        return rows.select(*names)
 
     def write(self, rows: DataFrame) -> list[Any]:
         """Writes ``rows`` (the table's columns) as new data files of this transaction; returns Delta's

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
@@ -99,10 +100,26 @@ def test_a_bulk_append_writes_new_files_and_rewrites_only_the_stream_heads_file(
 
 
 # Spark jobs of a bulk acknowledgement: the named IDs pinned by their range's aggregate, the group's
-# heads (the stream's and the group's in one query), the head files' and the PEL files' rewrites (the
-# named IDs broadcast to it), the commit's own. 13 while an eager checkpoint pinned the IDs in a job of
-# its own, 12 while the two heads took a query each.
-ACKNOWLEDGEMENT_JOBS = 11
+# heads (the stream's and the group's in one query), the head files' rewrite, the count of the rows taken
+# from each PEL file in the IDs' range (the named IDs broadcast to it, an aggregate by file: 3 jobs) and
+# the rewrite of the files it takes some of, the commit's own. 13 while an eager checkpoint pinned the
+# IDs in a job of its own, 12 while the two heads took a query each, 11 while every file in the range
+# was rewritten uncounted.
+ACKNOWLEDGEMENT_JOBS = 14
+
+
+def pel_files(store: StreamStore) -> dict[str, list[str]]:
+    """The group ``g``'s PEL as the table holds it now: each data file's name, with its rows' IDs."""
+    rows = (
+        store.table_at(state_version(store))
+        .where((F.col(C.ROW_KIND) == C.KIND_PENDING) & (F.col(C.GROUP) == "g"))
+        .select(F.element_at(F.split("_metadata.file_path", "/"), -1).alias("file"), C.ID_MS, C.ID_SEQ)
+        .collect()
+    )
+    files: dict[str, list[str]] = {}
+    for row in rows:
+        files.setdefault(row["file"], []).append(str(StreamId.from_stored(row[C.ID_MS], row[C.ID_SEQ])))
+    return files
 
 
 def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
@@ -110,27 +127,58 @@ def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
 ) -> None:
     before = store.execute("XPENDING", "s", "g")[0]
     pending = [row.id for row in pel_rows(store, "s", "g")]
-    # 5 pending IDs of one file, one named twice, and text that is no ID (ignored, as XACK ignores it;
-    # an ID outside the file's range would widen the range read, so IDs not pending are the next test's).
-    named = [*pending[3_010:3_015], "not-an-id", pending[3_010]]
+    files = pel_files(store)
+    whole = next(name for name, ids in files.items() if pending[5_000] in ids)
+    # The PEL's first and last IDs (the range reaches every file), 5 IDs of a file in the middle, one of
+    # them named twice, every ID of another file, and text that is no ID (ignored, as XACK ignores it).
+    named = [pending[0], *pending[3_010:3_015], "not-an-id", pending[3_010], *files[whole], pending[-1]]
+    holding = {name for name, ids in files.items() if set(ids) & set(named)}
+    acknowledged = len(set(named) - {"not-an-id"})
 
     with count_jobs(spark.sparkContext) as counted:
         acked = store.acknowledge("s", "g", spark.createDataFrame([(i,) for i in named], "id string"))
 
-    assert acked.count == 5
+    assert acked.count == acknowledged
     assert acked.version is not None
     assert counted.jobs <= ACKNOWLEDGEMENT_JOBS, counted.jobs
     entry = log_entry(store, acked.version)
-    pel_removed = [stats["numRecords"] for bucket, stats, _ in entry["removed"] if bucket.startswith("g")]
-    pel_added = [stats["numRecords"] for bucket, stats, _ in entry["added"] if bucket.startswith("g")]
-    assert (pel_removed, pel_added) == ([ROWS_PER_FILE], [ROWS_PER_FILE - 5])
-    assert store.execute("XPENDING", "s", "g")[0] == before - 5
+    # Only the files holding named IDs went; the one taken whole is not written again, the others are
+    # rewritten without the named rows; the files between them, in the IDs' range, are untouched.
+    removed = {Path(path).name: stats["numRecords"] for bucket, stats, path in entry["removed"] if bucket[0] == "g"}
+    added = [stats["numRecords"] for bucket, stats, _ in entry["added"] if bucket.startswith("g")]
+    assert set(removed) == holding and len(holding) == 4
+    kept = [removed[name] - len(set(files[name]) & set(named)) for name in holding if name != whole]
+    assert sum(added) == sum(kept) == 3 * ROWS_PER_FILE - 7
+    assert store.execute("XPENDING", "s", "g")[0] == before - acknowledged
     assert [row.id for row in pel_rows(store, "s", "g")] == [i for i in pending if i not in named]
     # The same IDs again, none pending now: nothing is committed, as XACK of them changes nothing.
     version = state_version(store)
     again = store.acknowledge("s", "g", spark.createDataFrame([(i,) for i in named], "id string"))
     assert (again.count, again.version) == (0, None)
     assert state_version(store) == version
+
+
+def test_ids_outside_the_named_ids_box_stay_pending_though_their_packed_key_would_match(
+    store: StreamStore, spark: SparkSession
+) -> None:
+    # The named IDs T0-5, T0-7, T0-19 and (T0+1)-7 span milliseconds T0..T0+1 and sequences 5..19: the
+    # rewrite numbers each ID of that box (ms offset x 15 + seq offset). (T0+1)-4 lies outside it (its
+    # sequence is below 5): numbered as inside, it would take T0-19's number (15 - 1 = 14) and go too.
+    pipe = store.pipeline()
+    for n in (5, 7, 19):
+        pipe.execute_command("XADD", "box", f"{T0}-{n}", "n", str(n))
+    for n in (4, 7):
+        pipe.execute_command("XADD", "box", f"{T0 + 1}-{n}", "n", str(n))
+    pipe.execute_command("XGROUP", "CREATE", "box", "g", "0").execute_command(
+        "XREADGROUP", "GROUP", "g", "c", "STREAMS", "box", ">"
+    )
+    pipe.execute()
+    named = [f"{T0}-5", f"{T0}-7", f"{T0}-19", f"{T0 + 1}-7"]
+
+    acked = store.acknowledge("box", "g", spark.createDataFrame([(i,) for i in named], "id string"))
+
+    assert acked.count == 4
+    assert [row.id for row in pel_rows(store, "box", "g")] == [f"{T0 + 1}-4"]
 
 
 def test_files_outside_their_bucket_folders_are_rewritten_by_the_buckets_the_log_gives(

@@ -12,7 +12,7 @@ from pyspark.sql.types import StringType
 from streamclaim_spark.commands.groups import group_or_nogroup
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal
-from streamclaim_spark.core.ids import ZERO_ID, StreamId
+from streamclaim_spark.core.ids import ZERO_ID, StreamId, from_stored
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
@@ -89,7 +89,7 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
     # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse, docs/BENCHMARKS.md). Pinned by the
     # range's aggregate, the first action on it: one job where an eager checkpoint took one more (~0.3 s).
     wanted = _wanted_ids(ids, id_column).localCheckpoint(eager=False) if ids is not None else None
-    named, low, high = _id_range(wanted) if wanted is not None else (None, None, None)
+    named, low, high, seq_range = _id_range(wanted) if wanted is not None else (None, None, None, None)
     removals: list[Removal] = []
 
     def decide(ctx: Context) -> None:
@@ -98,7 +98,7 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
             return  # no ID parses: nothing is pending under them
         partition = group_partition(key, group)
         rows = None if wanted is None else wanted.select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)
-        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high, named=named)
+        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high, named=named, seq_range=seq_range)
         removals[:] = [removal]
         ctx.plan.add_removal(removal)
         put_group(ctx, head, head)
@@ -108,13 +108,16 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
     return BulkAck(count or 0, runner.last_commit_version if count else None)
 
 
-def _id_range(wanted: DataFrame) -> tuple[int, StreamId | None, StreamId | None]:
-    """How many IDs ``wanted`` names, and the lowest and highest (one aggregate; Nones when it names none)."""
-    row = wanted.where(F.col(C.ID_MS).isNotNull()).agg(*id_range_aggregates()).first()
+def _id_range(wanted: DataFrame) -> tuple[int, StreamId | None, StreamId | None, tuple[int, int] | None]:
+    """How many IDs ``wanted`` names, the lowest and highest, and their smallest and largest sequence
+    numbers (one aggregate; Nones when it names none)."""
+    seqs = [F.min(C.ID_SEQ).alias("seq_lo"), F.max(C.ID_SEQ).alias("seq_hi")]
+    row = wanted.where(F.col(C.ID_MS).isNotNull()).agg(*id_range_aggregates(), *seqs).first()
     assert row is not None
     if row["lo"] is None:
-        return 0, None, None
-    return int(row["n"]), stored_id(row["lo"]), stored_id(row["hi"])
+        return 0, None, None, None
+    seq_range = (from_stored(row["seq_lo"]), from_stored(row["seq_hi"]))
+    return int(row["n"]), stored_id(row["lo"]), stored_id(row["hi"]), seq_range
 
 
 def acknowledge_and_delete(

@@ -30,7 +30,6 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal, Rewrite
@@ -58,6 +57,7 @@ from streamclaim_spark.state.delta_txn import (
     row_count,
     supports_transactions,
 )
+from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_rows
 from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions, pruned_to
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
 
@@ -190,12 +190,14 @@ def _rewrite_heads(
     partitions = sorted({write.partition for write in writes})
     kinds = sorted({str(write.row[C.ROW_KIND]) for write in writes})
     files = txn.files_in(pruned_to(partitions, kinds=kinds))
-    existing = txn.read_files(files).toArrow().cast(_ARROW_SCHEMA) if files else _ARROW_SCHEMA.empty_table()
+    existing = driver_rows(spark, txn.path, files)
+    if existing is None:  # a deletion vector: Delta's read
+        existing = txn.read_files(files).toArrow().cast(ARROW_SCHEMA)
     stored = list(zip(*(existing.column(name).to_pylist() for name in C.KEY_COLUMNS), strict=True))
     _check_guards(writes, {key: position for position, key in enumerate(stored)}, existing)
     written = {write.key() for write in writes}
     kept = existing.filter(pa.array([key not in written for key in stored], pa.bool_()))
-    new_rows = pa.Table.from_pylist([_with_bucket(write.row) for write in writes], schema=_ARROW_SCHEMA)
+    new_rows = pa.Table.from_pylist([_with_bucket(write.row) for write in writes], schema=ARROW_SCHEMA)
     # Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave.
     rows = pa.concat_tables([kept, new_rows]).sort_by([(name, "ascending", "at_start") for name in _WRITE_ORDER])
     return files, spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1)
@@ -331,7 +333,3 @@ def removal_deletes(removal: Removal) -> DataFrame:
         raise InvalidArgumentError("a removal of every row of a partition commits only as files")
     keys = removal.rows.select(C.PARTITION_ID, F.lit(removal.kind).alias(C.ROW_KIND), C.ID_MS, C.ID_SEQ)
     return source_frame_for_deletes(keys)
-
-
-# The state table's columns as Arrow types: head files are overlaid on the driver (``_rewrite_heads``).
-_ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)

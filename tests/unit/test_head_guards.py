@@ -14,9 +14,10 @@ from streamclaim_spark.core.model import (
     group_head_row,
     stream_head_row,
 )
-from streamclaim_spark.engine.file_commit import _ARROW_SCHEMA, _check_guards, _with_bucket
+from streamclaim_spark.engine.file_commit import _check_guards, _with_bucket
 from streamclaim_spark.errors import StaleSnapshotError
 from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER, is_lost_race
+from streamclaim_spark.state.head_files import ARROW_SCHEMA
 
 # As stored: the stream head at version 3 (written by a command that read version 2), one group head at 7.
 STORED = pa.Table.from_pylist(
@@ -24,7 +25,7 @@ STORED = pa.Table.from_pylist(
         _with_bucket(stream_head_row(StreamMeta("orders", version=2), "t")),
         _with_bucket(group_head_row(GroupMeta("orders", "billing", version=6), "t")),
     ],
-    schema=_ARROW_SCHEMA,
+    schema=ARROW_SCHEMA,
 )
 
 

@@ -294,8 +294,9 @@ _PACKED_KEYS_MAX = 2**62
 def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
     """A function of the two stored ID columns giving each ID inside the removal's box (its ID range's
     milliseconds by its sequence numbers) one bigint, and null outside it (no named ID lies there), or
-    None when the box holds too many IDs to number. Spark hashes one bigint key much faster than two
-    columns: 1M named IDs, the files' pass 1.3-1.9 -> 0.8-1.0 s (docs/BENCHMARKS.md)."""
+    None when the box holds too many IDs to number. Spark hashes one bigint key faster than two
+    columns: 1M named IDs, the counting pass 1.4-1.7 -> 1.2-1.5 s, in a second run 1.05-1.15 -> 0.8 s
+    (docs/BENCHMARKS.md, "The files holding the IDs")."""
     if removal.low is None or removal.high is None or removal.seq_range is None:
         return None
     seq_low, seq_high = removal.seq_range

@@ -2,10 +2,11 @@
 
 A commit of files rewrites the few small ``h`` files holding the heads and consumers it writes, and
 overlays them on the driver (engine/file_commit.py); reading them through Spark as Arrow took a job:
-0.19-0.25 s for a stream's and a group's head files. Each file's bytes are read through Hadoop's file
-system instead (so any store Spark reads, S3A included) and parsed by pyarrow: 0.11 s, the same rows
-(docs/BENCHMARKS.md, "The files holding the IDs"). Classic sessions only; a file with a deletion vector
-sends the read back to Spark (None).
+0.19-0.25 s for a stream's and a group's head files. pyarrow reads them on the driver instead
+(state/driver_files.py, so any store Spark reads, S3A included): the same rows in 0.11 s when their
+bytes came through Hadoop's file system (docs/BENCHMARKS.md, "The files holding the IDs"), less since
+local files are read directly. Classic sessions only; a file with a deletion vector sends the read
+back to Spark (None).
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.delta_txn import bucket_of, data_file_path
+from streamclaim_spark.state.delta_txn import bucket_of
+from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
 # The state table's columns as Arrow types.
@@ -30,21 +30,11 @@ ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)
 def driver_rows(spark: SparkSession, table_path: str, files: Sequence[Any]) -> pa.Table | None:
     """Every row of ``files`` (``AddFile``s of the table at ``table_path``) in the state table's schema,
     read on the driver; None when one has a deletion vector (its hidden rows need Delta's read)."""
-    if is_connect(spark) or any(file.deletionVector() is not None for file in files):
+    if not readable_on_driver(spark, files):
         return None
-    jvm = spark._jvm
-    assert jvm is not None
-    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()  # the session's file system settings too
-    tables = []
-    for file in files:
-        path = jvm.org.apache.hadoop.fs.Path(data_file_path(table_path, str(file.path())))
-        stream = path.getFileSystem(hadoop_conf).open(path)
-        try:
-            data = jvm.org.apache.commons.io.IOUtils.toByteArray(stream)
-        finally:
-            stream.close()
-        tables.append(_in_state_schema(pq.read_table(pa.BufferReader(data)), bucket_of(file)))
-    return pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+    tables = read_on_driver(spark, table_path, files)
+    rows = [_in_state_schema(table, bucket_of(file)) for table, file in zip(tables, files, strict=True)]
+    return pa.concat_tables(rows) if rows else ARROW_SCHEMA.empty_table()
 
 
 def _in_state_schema(table: pa.Table, bucket: str) -> pa.Table:

@@ -10,6 +10,7 @@ from typing import Any
 
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.named_ids import NamedIds
 
 
 @dataclass
@@ -18,9 +19,12 @@ class Removal:
     rewriting only the files that hold them (engine/file_commit.py).
 
     ``rows`` is a DataFrame of (``partition_id``, ``id_ms``, ``id_seq``) naming them, all in
-    ``partitions``, or None for every row of the kind there; ``low``/``high`` bound their IDs (Delta
-    skips files outside them). A commit of files sets ``removed`` to the number of rows that went, from
-    the files' own row counts: no query counts them first.
+    ``partitions``, or None for every row of the kind there (unless ``ids`` names them);
+    ``low``/``high`` bound their IDs (Delta skips files outside them). ``ids`` instead holds the IDs
+    on the driver (core/named_ids.NamedIds, one partition): the files' rows are then matched with
+    them there (engine/named_removal.py), and ``rows`` is built only for the files to rewrite. A
+    commit of files sets ``removed`` to the number of rows that went, from the files' own row counts:
+    no query counts them first.
 
     ``named``, when known, is how many rows ``rows`` holds (duplicates and IDs that are not pending
     included): up to ``file_commit.BROADCAST_NAMED_MAX`` of one partition are sent to the rewrite's tasks whole
@@ -43,6 +47,12 @@ class Removal:
     seq_range: tuple[int, int] | None = None
     empties: Callable[[FileBounds], bool] | None = None
     written_at: int | None = None
+    ids: NamedIds | None = None
+
+    @property
+    def every_row(self) -> bool:
+        """True when the removal takes every row of its kind in its partitions (no IDs named)."""
+        return self.rows is None and self.ids is None
 
 
 @dataclass

@@ -25,6 +25,7 @@ Measured on 1M entries (docs/BENCHMARKS.md, "Appends as appends"): bulk append 1
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -35,8 +36,10 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal, Rewrite
 from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.core.model import Plan, Write
+from streamclaim_spark.core.named_ids import box_width
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
+from streamclaim_spark.engine.named_removal import ids_frame, taken_on_driver
 from streamclaim_spark.errors import InvalidArgumentError, StaleSnapshotError
 from streamclaim_spark.state.columns import id_between
 from streamclaim_spark.state.commit_settings import (
@@ -117,15 +120,7 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
     if len(plan.removals) + len(plan.rewrites) > 1:  # two could rewrite one file twice, each undoing the other
         raise InvalidArgumentError("a plan removes or rewrites rows of one Removal or Rewrite at most")
     for removal in plan.removals:
-        files = txn.files_in(_removal_filter(removal))
-        emptied = _emptied(txn, removal, files)
-        unread = [file for file in files if str(file.path()) not in emptied]
-        taken = _rows_taken(txn, unread, removal)
-        # Files holding none of the rows stay; files the removal takes whole go unrewritten.
-        partly = [file for file in unread if 0 < taken.get(file_name(str(file.path())), 0) < row_count(file)]
-        written = txn.write(_without(txn.read_files(partly), removal)) if partly else []
-        gone = [file for file in files if str(file.path()) in emptied or taken.get(file_name(str(file.path())))]
-        removal.removed = sum(row_count(file) for file in gone) - sum(row_count(file) for file in written)
+        gone, written = _remove(spark, txn, removal)
         rewritten.extend(gone)
         added.extend(written)
     for rewrite in plan.rewrites:
@@ -223,6 +218,38 @@ def _with_bucket(row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, C.BUCKET: bucket_of(str(row[C.PARTITION_ID]), str(row[C.ROW_KIND]))}
 
 
+def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tuple[list[Any], list[Any]]:
+    """The files ``removal`` removes rows from, and the files written in place of those it takes only
+    some rows of; sets ``removal.removed``, the removed files' rows less the rows written back."""
+    files = txn.files_in(_removal_filter(removal))
+    emptied = _emptied(txn, removal, files)
+    unread = [file for file in files if str(file.path()) not in emptied]
+    on_driver = taken_on_driver(spark, txn, unread, removal)
+    joined = _named_rows(spark, removal) if on_driver is None else None
+    taken = on_driver.counts() if on_driver is not None else _rows_taken(txn, unread, joined or removal)
+    # Files holding none of the rows stay; files the removal takes whole go unrewritten.
+    partly = [file for file in unread if 0 < taken.get(file_name(str(file.path())), 0) < row_count(file)]
+    written: list[Any] = []
+    if partly:
+        if on_driver is not None:  # only the IDs found in the files to rewrite go to Spark's join
+            names = [file_name(str(file.path())) for file in partly]
+            rows = on_driver.rows(spark, removal.partitions[0], names)
+            joined = replace(removal, rows=rows, ids=None, named=sum(taken[name] for name in names))
+        written = txn.write(_without(txn.read_files(partly), joined or removal))
+    gone = [file for file in files if str(file.path()) in emptied or taken.get(file_name(str(file.path())))]
+    removal.removed = sum(row_count(file) for file in gone) - sum(row_count(file) for file in written)
+    return gone, written
+
+
+def _named_rows(spark: SparkSession, removal: Removal) -> Removal | None:
+    """``removal`` with the IDs it holds on the driver as its ``rows``, for Spark's join; None when it
+    holds none there."""
+    if removal.ids is None:
+        return None
+    rows = ids_frame(spark, removal.partitions[0], removal.ids.ms, removal.ids.seq)
+    return replace(removal, rows=rows, ids=None)
+
+
 def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> set[str]:
     """The paths of ``files`` the removal takes every row of, by its ``empties`` test: dropped unread.
     Only files the commit of ``removal.written_at`` added qualify (their statistics are in its log
@@ -272,7 +299,7 @@ def _without(rows: DataFrame, removal: Removal) -> DataFrame:
 
 def _matching(rows: DataFrame, removal: Removal, how: str) -> DataFrame:
     """``rows`` that ``removal`` removes (``how`` = left_semi) or keeps (left_anti), with all their columns."""
-    if removal.rows is None:
+    if removal.every_row:
         doomed = F.col(C.PARTITION_ID).isin(*removal.partitions) & (F.col(C.ROW_KIND) == removal.kind)
         return rows.where(doomed if how == "left_semi" else ~doomed)
     if len(removal.partitions) == 1 and removal.named is not None and removal.named <= BROADCAST_NAMED_MAX:
@@ -287,10 +314,6 @@ def _matching(rows: DataFrame, removal: Removal, how: str) -> DataFrame:
     return rows.join(keys, [C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ], how)
 
 
-# Packed keys stay below this, so that no product or sum of the packing overflows a bigint.
-_PACKED_KEYS_MAX = 2**62
-
-
 def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
     """A function of the two stored ID columns giving each ID inside the removal's box (its ID range's
     milliseconds by its sequence numbers) one bigint, and null outside it (no named ID lies there), or
@@ -299,10 +322,10 @@ def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
     (docs/BENCHMARKS.md, "The files holding the IDs")."""
     if removal.low is None or removal.high is None or removal.seq_range is None:
         return None
-    seq_low, seq_high = removal.seq_range
-    width = seq_high - seq_low + 1
-    if (removal.high.ms - removal.low.ms + 1) * width > _PACKED_KEYS_MAX:
+    width = box_width(removal.low, removal.high, removal.seq_range)
+    if width is None:
         return None
+    seq_low, seq_high = removal.seq_range
     ms_low, ms_high = to_stored(removal.low.ms), to_stored(removal.high.ms)
     stored_seq_low, stored_seq_high = to_stored(seq_low), to_stored(seq_high)
 
@@ -330,7 +353,7 @@ def _rewritten(rows: DataFrame, rewrite: Rewrite) -> DataFrame:
 
 def removal_deletes(removal: Removal) -> DataFrame:
     """``removal`` as MERGE source rows that delete its rows (a plan that commits as a MERGE)."""
-    if removal.rows is None:
-        raise InvalidArgumentError("a removal of every row of a partition commits only as files")
+    if removal.every_row or removal.ids is not None:
+        raise InvalidArgumentError("a removal of every row, or of IDs held on the driver, commits only as files")
     keys = removal.rows.select(C.PARTITION_ID, F.lit(removal.kind).alias(C.ROW_KIND), C.ID_MS, C.ID_SEQ)
     return source_frame_for_deletes(keys)

@@ -24,6 +24,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import APART_PREFIX, bucket_of, stream_partition
 from streamclaim_spark.engine import file_commit, transaction
+from streamclaim_spark.fleet.bulk import ack as bulk_ack
 from streamclaim_spark.state import commit_settings, delta_txn, small_files
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.tables import table_path
@@ -99,13 +100,13 @@ def test_a_bulk_append_writes_new_files_and_rewrites_only_the_stream_heads_file(
     assert last == [str(appended.last_id), ["n", "12499"]]
 
 
-# Spark jobs of a bulk acknowledgement: the named IDs pinned by their range's aggregate, the group's
-# heads (the stream's and the group's in one query), the head files' rewrite, the count of the rows taken
-# from each PEL file in the IDs' range (the named IDs broadcast to it, an aggregate by file: 3 jobs) and
-# the rewrite of the files it takes some of, the commit's own. 13 while an eager checkpoint pinned the
-# IDs in a job of its own, 12 while the two heads took a query each, 11 while every file in the range
-# was rewritten uncounted.
-ACKNOWLEDGEMENT_JOBS = 14
+# Spark jobs of a bulk acknowledgement: the named IDs collected to the driver, the group's heads (the
+# stream's and the group's), the heads' files and the files it takes some rows of written (the IDs found
+# there broadcast to the rewrite), the commit's own; the PEL files' rows are counted on the driver. 14
+# while Spark parsed the IDs for their range and counted the rows taken from each file (3 jobs), 13
+# while an eager checkpoint pinned the IDs in a job of its own, 11 while every file in the range was
+# rewritten uncounted.
+ACKNOWLEDGEMENT_JOBS = 9
 
 
 def pel_files(store: StreamStore) -> dict[str, list[str]]:
@@ -158,27 +159,33 @@ def test_an_acknowledgement_rewrites_only_the_pel_files_holding_its_ids(
     assert state_version(store) == version
 
 
-def test_ids_outside_the_named_ids_box_stay_pending_though_their_packed_key_would_match(
-    store: StreamStore, spark: SparkSession
+@pytest.mark.parametrize("matched", ["on the driver", "by Spark", "by Spark, the box too large to pack"])
+def test_an_acknowledgement_takes_exactly_the_named_pending_ids_however_they_are_matched(
+    store: StreamStore, spark: SparkSession, monkeypatch: pytest.MonkeyPatch, matched: str
 ) -> None:
     # The named IDs T0-5, T0-7, T0-19 and (T0+1)-7 span milliseconds T0..T0+1 and sequences 5..19: the
-    # rewrite numbers each ID of that box (ms offset x 15 + seq offset). (T0+1)-4 lies outside it (its
+    # match numbers each ID of that box (ms offset x 15 + seq offset). (T0+1)-4 lies outside it (its
     # sequence is below 5): numbered as inside, it would take T0-19's number (15 - 1 = 14) and go too.
+    key = f"box-{matched}"
     pipe = store.pipeline()
     for n in (5, 7, 19):
-        pipe.execute_command("XADD", "box", f"{T0}-{n}", "n", str(n))
+        pipe.execute_command("XADD", key, f"{T0}-{n}", "n", str(n))
     for n in (4, 7):
-        pipe.execute_command("XADD", "box", f"{T0 + 1}-{n}", "n", str(n))
-    pipe.execute_command("XGROUP", "CREATE", "box", "g", "0").execute_command(
-        "XREADGROUP", "GROUP", "g", "c", "STREAMS", "box", ">"
+        pipe.execute_command("XADD", key, f"{T0 + 1}-{n}", "n", str(n))
+    pipe.execute_command("XGROUP", "CREATE", key, "g", "0").execute_command(
+        "XREADGROUP", "GROUP", "g", "c", "STREAMS", key, ">"
     )
     pipe.execute()
     named = [f"{T0}-5", f"{T0}-7", f"{T0}-19", f"{T0 + 1}-7"]
+    if matched == "by Spark":  # more IDs than the driver holds: parsed, pinned and joined by Spark
+        monkeypatch.setattr(bulk_ack, "DRIVER_IDS_MAX", 2)
+    if matched.endswith("too large to pack"):  # held on the driver, the PEL files' rows matched by Spark
+        named += ["0-0", "18446744073709551615-18446744073709551615"]
 
-    acked = store.acknowledge("box", "g", spark.createDataFrame([(i,) for i in named], "id string"))
+    acked = store.acknowledge(key, "g", spark.createDataFrame([(i,) for i in named], "id string"))
 
     assert acked.count == 4
-    assert [row.id for row in pel_rows(store, "box", "g")] == [f"{T0 + 1}-4"]
+    assert [row.id for row in pel_rows(store, key, "g")] == [f"{T0 + 1}-4"]
 
 
 def test_files_outside_their_bucket_folders_are_rewritten_by_the_buckets_the_log_gives(

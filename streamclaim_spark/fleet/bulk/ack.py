@@ -14,6 +14,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.ids import ZERO_ID, StreamId, from_stored
 from streamclaim_spark.core.model import RefPolicy
+from streamclaim_spark.core.named_ids import NamedIds, parse_stored
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes
@@ -82,23 +83,26 @@ def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_
 
 
 def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFrame | None, id_column: str) -> BulkAck:
-    """``acknowledge`` as one transaction of files: each PEL file the IDs' range reaches is rewritten
-    once without the named rows, and the count is the files' rows less the rows written back; no
-    query joins the IDs with the PEL before the commit (file_commit.py)."""
-    # Parsed once and pinned: the range and the files' rewrite read the same IDs without parsing them
-    # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse, docs/BENCHMARKS.md). Pinned by the
-    # range's aggregate, the first action on it: one job where an eager checkpoint took one more (~0.3 s).
-    wanted = _wanted_ids(ids, id_column).localCheckpoint(eager=False) if ids is not None else None
-    named, low, high, seq_range = _id_range(wanted) if wanted is not None else (None, None, None, None)
+    """``acknowledge`` as one transaction of files: only the PEL files holding named IDs are rewritten,
+    once, without them (a file taken whole is dropped unread), and the count is the files' rows less
+    the rows written back: no query counts the IDs' rows in the PEL (file_commit.py)."""
+    named = _named(ids, id_column) if ids is not None else None
     removals: list[Removal] = []
 
     def decide(ctx: Context) -> None:
         head = group_or_nogroup(ctx, key, group)
-        if wanted is not None and low is None:
+        if named is not None and named.count == 0:
             return  # no ID parses: nothing is pending under them
         partition = group_partition(key, group)
-        rows = None if wanted is None else wanted.select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)
-        removal = Removal(C.KIND_PENDING, (partition,), rows, low, high, named=named, seq_range=seq_range)
+        if named is None:
+            removal = Removal(C.KIND_PENDING, (partition,), None)
+        else:
+            frame = named.frame
+            rows = None if frame is None else frame.select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)
+            removal = Removal(
+                C.KIND_PENDING, (partition,), rows, named.low, named.high,
+                named=named.count, seq_range=named.seq_range, ids=named.held,
+            )  # fmt: skip
         removals[:] = [removal]
         ctx.plan.add_removal(removal)
         put_group(ctx, head, head)
@@ -106,6 +110,44 @@ def _acknowledge_in_one_pass(runner: Runner, key: str, group: str, ids: DataFram
     runner.transact("BULK ACK", decide)
     count = removals[0].removed if removals else 0
     return BulkAck(count or 0, runner.last_commit_version if count else None)
+
+
+@dataclass(frozen=True)
+class _Named:
+    """The IDs an acknowledgement names (duplicates included): how many parse, their bounds, and where
+    they are held: on the driver (``held``) or pinned in Spark (``frame``: ``id_ms``, ``id_seq``)."""
+
+    count: int
+    low: StreamId | None = None
+    high: StreamId | None = None
+    seq_range: tuple[int, int] | None = None
+    held: NamedIds | None = None
+    frame: DataFrame | None = None
+
+
+# Up to this many IDs are collected to the driver as text and parsed there by pyarrow (16 bytes an ID
+# kept): the range is then a min and a max, and the PEL files' rows are matched there
+# (engine/named_removal.py). 1M IDs: the range and the count 2.1-2.9 s -> ~1 s warm (docs/BENCHMARKS.md,
+# "Named IDs on the driver"). More go through Spark, after a collection of this many that is dropped.
+DRIVER_IDS_MAX = 2_000_000
+
+
+def _named(ids: DataFrame, id_column: str) -> _Named:
+    """The IDs ``ids``' ``id_column`` names that parse (``_wanted_ids``), with their count and bounds."""
+    # Collected under a limit, so that a frame of more IDs costs the driver no more than this many.
+    texts = ids.select(F.col(id_column).cast(StringType())).limit(DRIVER_IDS_MAX + 1).toArrow().column(0)
+    if len(texts) <= DRIVER_IDS_MAX:
+        ms, seq = parse_stored(texts)
+        if not len(ms):
+            return _Named(0)
+        held = NamedIds(ms, seq)
+        return _Named(len(held), held.low, held.high, held.seq_range, held=held)
+    # Parsed once and pinned: the range and the files' rewrite read the same IDs without parsing them
+    # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse, docs/BENCHMARKS.md). Pinned by the
+    # range's aggregate, the first action on it: one job where an eager checkpoint took one more (~0.3 s).
+    frame = _wanted_ids(ids, id_column).localCheckpoint(eager=False)
+    count, low, high, seq_range = _id_range(frame)
+    return _Named(count, low, high, seq_range, frame=frame)
 
 
 def _id_range(wanted: DataFrame) -> tuple[int, StreamId | None, StreamId | None, tuple[int, int] | None]:

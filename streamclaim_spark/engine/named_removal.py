@@ -1,0 +1,76 @@
+"""The rows a removal of named IDs takes from each file, found on the driver.
+
+A removal whose IDs are held on the driver (``Removal.ids``, core/named_ids.py: a bulk XACK of up to
+a few million IDs) needs, before its commit, how many rows each file in its range holds of them: a
+file holding none stays, one taken whole is dropped unread, the others are rewritten without them
+(engine/file_commit.py). Counted by Spark, that was a join of the IDs with the files' rows and an
+aggregate by file (1.1-1.5 s for 1M IDs over 1M PEL rows); here the files' four key columns are read
+by pyarrow and matched by one vectorized membership test (docs/BENCHMARKS.md, "Named IDs on the driver").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_changes import Removal
+from streamclaim_spark.core.named_ids import NamedIds
+from streamclaim_spark.state.delta_txn import DeltaTransaction, file_name
+from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
+
+_KEY_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ)
+
+
+@dataclass(frozen=True)
+class Taken:
+    """What a removal takes from the files it reaches: by file name, the stored IDs of its rows there
+    (files it takes nothing from are absent)."""
+
+    found: dict[str, tuple[np.ndarray, np.ndarray]]
+
+    def counts(self) -> dict[str, int]:
+        """How many rows the removal takes from each file, by file name."""
+        return {name: len(ms) for name, (ms, _) in self.found.items()}
+
+    def rows(self, spark: SparkSession, partition: str, names: Sequence[str]) -> DataFrame:
+        """The rows taken from the files ``names`` as a removal's ``rows`` (``partition_id``, ``id_ms``,
+        ``id_seq``): what rewriting those files must leave out."""
+        ms = np.concatenate([self.found[name][0] for name in names])
+        seq = np.concatenate([self.found[name][1] for name in names])
+        return ids_frame(spark, partition, ms, seq)
+
+
+def taken_on_driver(spark: SparkSession, txn: DeltaTransaction, files: Sequence[Any], removal: Removal) -> Taken | None:
+    """The rows ``removal`` (with ``ids``, of one partition) takes from each of ``files``, read on the
+    driver; None where that cannot be done (a deletion vector, Spark Connect, IDs too spread to pack):
+    Spark counts them then."""
+    ids: NamedIds | None = removal.ids
+    if ids is None or len(removal.partitions) != 1 or not readable_on_driver(spark, files) or ids.width is None:
+        return None
+    partition, found = removal.partitions[0], {}
+    for file, table in zip(files, read_on_driver(spark, txn.path, files, _KEY_COLUMNS), strict=True):
+        if C.ID_MS not in table.column_names:
+            continue  # a file of heads only: no ID to match
+        of_kind = pc.equal(table.column(C.ROW_KIND), removal.kind)
+        rows = table.filter(pc.fill_null(pc.and_(pc.equal(table.column(C.PARTITION_ID), partition), of_kind), False))
+        ms = rows.column(C.ID_MS).to_numpy()
+        seq = rows.column(C.ID_SEQ).to_numpy()
+        hit = ids.contains(ms, seq)
+        assert hit is not None  # the box was checked above
+        if hit.any():
+            found[file_name(str(file.path()))] = (ms[hit], seq[hit])
+    return Taken(found)
+
+
+def ids_frame(spark: SparkSession, partition: str, ms: np.ndarray, seq: np.ndarray) -> DataFrame:
+    """Stored IDs of ``partition`` as a DataFrame of (``partition_id``, ``id_ms``, ``id_seq``)."""
+    table = pa.table({C.ID_MS: pa.array(ms, pa.int64()), C.ID_SEQ: pa.array(seq, pa.int64())})
+    return spark.createDataFrame(table).select(F.lit(partition).alias(C.PARTITION_ID), C.ID_MS, C.ID_SEQ)

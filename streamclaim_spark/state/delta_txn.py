@@ -224,10 +224,7 @@ class DeltaTransaction:
             return
 
     def _seq(self, items: Iterable[Any]) -> Any:
-        java_list = self._jvm.java.util.ArrayList()
-        for item in items:
-            java_list.add(item)
-        return self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()
+        return scala_seq(self._jvm, items)
 
     def _java_list(self, seq: Any) -> Any:
         return self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
@@ -240,6 +237,14 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 # The column ``DeltaTransaction.table`` adds: the data file a row lies in.
 FILE_PATH = "_file_path"
+
+
+def scala_seq(jvm: Any, items: Iterable[Any]) -> Any:
+    """``items`` (JVM objects) as a Scala ``Seq``, as Delta's Scala methods take them."""
+    java_list = jvm.java.util.ArrayList()
+    for item in items:
+        java_list.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()
 
 
 def _conjuncts(expression: Any) -> list[Any]:

@@ -16,10 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.state.delta_txn import bucket_of
+from streamclaim_spark.core.partitions import bucket_of as bucket_of_row
+from streamclaim_spark.state.delta_io import delta_log, is_connect
+from streamclaim_spark.state.delta_txn import bucket_of, scala_seq
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
@@ -35,6 +38,34 @@ def driver_rows(spark: SparkSession, table_path: str, files: Sequence[Any]) -> p
     tables = read_on_driver(spark, table_path, files)
     rows = [_in_state_schema(table, bucket_of(file)) for table, file in zip(tables, files, strict=True)]
     return pa.concat_tables(rows) if rows else ARROW_SCHEMA.empty_table()
+
+
+def head_rows_at(
+    spark: SparkSession, table_path: str, version: int | None, keys: Sequence[tuple[str, str]]
+) -> list[dict[str, Any]] | None:
+    """The head rows ``keys`` names (partition ID, row kind) as of ``version``, read from their ``h``
+    files on the driver: one Spark job lists the files (Delta's scan of its cached log state), none
+    reads them. A bulk XACK's stream and group heads through the snapshot's query took three jobs,
+    0.45-0.7 s; this way ~0.3 s (docs/BENCHMARKS.md, "Named IDs on the driver"). None where Spark's read
+    must answer: Spark Connect, a version other than the log's newest loaded one, a deletion vector."""
+    if is_connect(spark) or version is None:
+        return None
+    snapshot = delta_log(spark, table_path).unsafeVolatileSnapshot()
+    if snapshot.version() != version:
+        return None
+    buckets = sorted({bucket_of_row(partition, kind) for partition, kind in keys})
+    table = spark.read.format("delta").load(table_path).where(F.col(C.BUCKET).isin(*buckets))
+    condition = table._jdf.queryExecution().analyzed().condition()  # names the partition column only
+    jvm = spark._jvm
+    assert jvm is not None
+    scan = snapshot.filesForScan(scala_seq(jvm, [condition]), False)
+    rows = driver_rows(spark, table_path, list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(scan.files())))
+    if rows is None:
+        return None
+    wanted = set(keys)
+    stored = zip(rows.column(C.PARTITION_ID).to_pylist(), rows.column(C.ROW_KIND).to_pylist(), strict=True)
+    found: list[dict[str, Any]] = rows.filter(pa.array([key in wanted for key in stored], pa.bool_())).to_pylist()
+    return found
 
 
 def _in_state_schema(table: pa.Table, bucket: str) -> pa.Table:

@@ -78,17 +78,19 @@ class NamedIds:
     @cached_property
     def low(self) -> StreamId:
         """The smallest ID."""
-        return StreamId.from_stored(self._ms_low, int(self.seq[self.ms == self._ms_low].min()))
+        ms_low = self._box[0]
+        return StreamId.from_stored(ms_low, int(self.seq[self.ms == ms_low].min()))
 
     @cached_property
     def high(self) -> StreamId:
         """The largest ID."""
-        return StreamId.from_stored(self._ms_high, int(self.seq[self.ms == self._ms_high].max()))
+        ms_high = self._box[1]
+        return StreamId.from_stored(ms_high, int(self.seq[self.ms == ms_high].max()))
 
     @property
     def seq_range(self) -> tuple[int, int]:
         """The smallest and largest sequence number (unsigned, as ``StreamId.seq``)."""
-        return from_stored(self._seq_low), from_stored(self._seq_high)
+        return from_stored(self._box[2]), from_stored(self._box[3])
 
     @cached_property
     def width(self) -> int | None:
@@ -100,7 +102,8 @@ class NamedIds:
         these IDs' box is too large to pack into one key (the caller matches them another way)."""
         if self.width is None:
             return None
-        inside = (ms >= self._ms_low) & (ms <= self._ms_high) & (seq >= self._seq_low) & (seq <= self._seq_high)
+        ms_low, ms_high, seq_low, seq_high = self._box
+        inside = (ms >= ms_low) & (ms <= ms_high) & (seq >= seq_low) & (seq <= seq_high)
         found = np.zeros(len(ms), dtype=bool)
         # Only IDs inside the box are packed: outside it the differences could overflow, and none is named.
         found[inside] = np.isin(self._packed(ms[inside], seq[inside]), self._keys)
@@ -112,21 +115,10 @@ class NamedIds:
 
     def _packed(self, ms: np.ndarray, seq: np.ndarray) -> np.ndarray:
         assert self.width is not None
-        packed: np.ndarray = (ms - self._ms_low) * np.int64(self.width) + (seq - self._seq_low)
+        packed: np.ndarray = (ms - self._box[0]) * np.int64(self.width) + (seq - self._box[2])
         return packed
 
     @cached_property
-    def _ms_low(self) -> int:
-        return int(self.ms.min())
-
-    @cached_property
-    def _ms_high(self) -> int:
-        return int(self.ms.max())
-
-    @cached_property
-    def _seq_low(self) -> int:
-        return int(self.seq.min())
-
-    @cached_property
-    def _seq_high(self) -> int:
-        return int(self.seq.max())
+    def _box(self) -> tuple[int, int, int, int]:
+        """The stored parts' bounds: lowest and highest ms, lowest and highest seq."""
+        return int(self.ms.min()), int(self.ms.max()), int(self.seq.min()), int(self.seq.max())

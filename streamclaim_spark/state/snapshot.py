@@ -46,6 +46,11 @@ class Snapshot(PrefetchedSnapshot):
     The accessors answer from what was prefetched (prefetch.py) and query only for what was not.
     """
 
+    # Whether ``existing_group`` may read heads from their own files (``head_rows_at``). A batch's
+    # snapshot (engine/batch) reads through its prefetch, which shows the batch's own writes and records
+    # what the batch read.
+    reads_heads_from_files = True
+
     def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
         return self.frame().where(kind_in(partition_id, kind))
 
@@ -54,14 +59,26 @@ class Snapshot(PrefetchedSnapshot):
     def existing_group(self, key: str, name: str) -> GroupMeta | None:
         """Group ``name`` of stream ``key``, or None when either does not exist. Both heads come in one
         query: asked one after the other they took two (a bulk XACK's first read: 12 -> 11 Spark jobs)."""
-        if key not in self._streams or (key, name) not in self._groups:
-            heads = [(stream_partition(key), C.KIND_STREAM), (group_partition(key, name), C.KIND_GROUP)]
-            rows = head_rows_at(self.spark, self.table_path, self.version, heads)
-            if rows is None:
-                self.prefetch(Need(key, (name,)))
-            else:  # a head row of another stream whose partition ID collides is not this one's
-                self._remember([Need(key, (name,))], [Row(**row) for row in rows if row[C.STREAM] == key], None)
+        if (key not in self._streams or (key, name) not in self._groups) and not self._heads_from_files(key, name):
+            self.prefetch(Need(key, (name,)))
         return self.group(key, name) if self.stream(key) is not None else None
+
+    def _heads_from_files(self, key: str, name: str) -> bool:
+        """Reads the stream's and the group's heads not known yet from their own files on the driver
+        (``head_rows_at``: one Spark job where the query took three); False where that cannot be done."""
+        if not self.reads_heads_from_files:
+            return False
+        heads = []
+        if key not in self._streams:
+            heads.append((stream_partition(key), C.KIND_STREAM))
+        if (key, name) not in self._groups:
+            heads.append((group_partition(key, name), C.KIND_GROUP))
+        rows = head_rows_at(self.spark, self.table_path, self.version, heads)
+        if rows is None:
+            return False
+        # A head row of another stream whose partition ID collides is not this one's.
+        self._remember([Need(key, (name,))], [Row(**row) for row in rows if row[C.STREAM] == key], None)
+        return True
 
     def stream(self, key: str) -> StreamMeta | None:
         """The stream's head, or None when the key does not exist."""

@@ -42,6 +42,8 @@ from streamclaim_spark.state.snapshot import Snapshot
 class BatchReads(Snapshot):
     """A snapshot at ``version`` whose reads show the rows the batch changed (``_changed``)."""
 
+    reads_heads_from_files = False
+
     def __init__(
         self,
         spark: SparkSession,

@@ -10,7 +10,8 @@ than the prefix Delta keeps of it (a longer one may have been cut, and two value
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,27 @@ class FileBounds:
         if smallest is None or largest is None:
             return False
         return smallest >= low.stored() and largest <= high.stored()
+
+    def may_hold_one_of(self, column: str, values: Sequence[str]) -> bool:
+        """False only when no row can hold one of ``values`` (sorted strings) in ``column``: each lies
+        outside the column's smallest and largest value. True when the bounds are unknown or may be cut."""
+        low, high = self.low.get(column), self.high.get(column)
+        if not isinstance(low, str) or not isinstance(high, str):
+            return self.nulls.get(column) != self.rows  # no bounds: unknown, unless every value is null
+        if len(low) >= STATS_STRING_PREFIX or len(high) >= STATS_STRING_PREFIX:
+            return True
+        position = bisect_left(values, low)
+        return position < len(values) and values[position] <= high
+
+    def may_hold_ids(self, low: StreamId, high: StreamId) -> bool:
+        """False only when no row's ID can lie in [``low``, ``high``]: the file's smallest possible ID
+        (``ids_between``) is above ``high`` or its largest below ``low``, or no row has an ID."""
+        if self.nulls.get(C.ID_MS) == self.rows:
+            return False
+        smallest, largest = _stored_id(self.low), _stored_id(self.high)
+        if smallest is None or largest is None:
+            return True
+        return largest >= low.stored() and smallest <= high.stored()
 
 
 def _stored_id(values: Mapping[str, Any]) -> tuple[int, int] | None:

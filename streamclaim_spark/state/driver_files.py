@@ -35,18 +35,20 @@ def read_on_driver(
     absent), in the order given. ``readable_on_driver`` must hold."""
     jvm = spark._jvm
     assert jvm is not None
-    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()  # the session's file system settings too
     wanted = list(columns) if columns is not None else None
+    hadoop_conf = None
     tables: list[pa.Table] = []
     with tempfile.TemporaryDirectory(prefix="streamclaim-files-") as local_folder:
         for position, file in enumerate(files):
             path = jvm.org.apache.hadoop.fs.Path(data_file_path(table_path, str(file.path())))
-            file_system = path.getFileSystem(hadoop_conf)
             uri = path.toUri()
             if uri.getScheme() in (None, "file"):
                 local = str(uri.getPath())
             else:  # copied through Hadoop (no checksum file beside it: the raw local file system)
+                if hadoop_conf is None:  # the session's file system settings too
+                    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
                 local = f"{local_folder}/{position}.parquet"
+                file_system = path.getFileSystem(hadoop_conf)
                 file_system.copyToLocalFile(False, path, jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
             tables.append(_read(local, wanted))
     return tables

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal, Rewrite
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.named_ids import box_width
@@ -41,7 +42,6 @@ from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
 from streamclaim_spark.engine.named_removal import ids_frame, taken_on_driver
 from streamclaim_spark.errors import InvalidArgumentError, StaleSnapshotError
-from streamclaim_spark.state.columns import id_between
 from streamclaim_spark.state.commit_settings import (
     AUTO_COMPACT,
     AUTO_COMPACT_MIN_NUM_FILES,
@@ -61,7 +61,7 @@ from streamclaim_spark.state.delta_txn import (
     supports_transactions,
 )
 from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_rows
-from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column, in_partitions, pruned_to
+from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
 
 # The order rows are written in, unless their producer already gives them so: each file then covers
@@ -124,7 +124,7 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         rewritten.extend(gone)
         added.extend(written)
     for rewrite in plan.rewrites:
-        files = txn.files_in(pruned_to(rewrite.partitions, kinds=[rewrite.kind]))
+        files = txn.files_in(FileQuery(tuple(rewrite.partitions), (rewrite.kind,)))
         added.extend(txn.write(_rewritten(txn.read_files(files), rewrite)) if files else [])
         rewritten.extend(files)
     if _changes_nothing(plan):
@@ -184,7 +184,7 @@ def _rewrite_heads(
         return [], None
     partitions = sorted({write.partition for write in writes})
     kinds = sorted({str(write.row[C.ROW_KIND]) for write in writes})
-    files = txn.files_in(pruned_to(partitions, kinds=kinds))
+    files = txn.files_in(FileQuery(tuple(partitions), tuple(kinds)))
     existing = driver_rows(spark, txn.path, files)
     if existing is None:  # a deletion vector: Delta's read
         existing = txn.read_files(files).toArrow().cast(ARROW_SCHEMA)
@@ -221,7 +221,7 @@ def _with_bucket(row: Mapping[str, Any]) -> dict[str, Any]:
 def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tuple[list[Any], list[Any]]:
     """The files ``removal`` removes rows from, and the files written in place of those it takes only
     some rows of; sets ``removal.removed``, the removed files' rows less the rows written back."""
-    files = txn.files_in(_removal_filter(removal))
+    files = txn.files_in(_removal_query(removal))
     emptied = _emptied(txn, removal, files)
     unread = [file for file in files if str(file.path()) not in emptied]
     on_driver = taken_on_driver(spark, txn, unread, removal)
@@ -266,12 +266,10 @@ def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> s
     }
 
 
-def _removal_filter(removal: Removal) -> Column:
+def _removal_query(removal: Removal) -> FileQuery:
     """The files ``removal``'s rows may lie in: its buckets, its partitions and its IDs' range."""
-    condition = in_partitions(removal.partitions, kinds=[removal.kind])
-    if removal.low is not None and removal.high is not None:
-        condition = condition & id_between(removal.low, removal.high)
-    return condition
+    kinds = (removal.kind,)
+    return FileQuery(removal.partitions, kinds, removal.low, removal.high, every_partition_named=True)
 
 
 # Up to this many named IDs of one partition are hashed once and sent to the rewrite's tasks (a

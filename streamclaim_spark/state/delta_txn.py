@@ -24,8 +24,10 @@ from pyspark.sql.types import StructType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.schema import STATE_SCHEMA
+from streamclaim_spark.state.logged_files import files_at
+from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
 
 def supports_transactions(spark: SparkSession) -> bool:
@@ -90,12 +92,20 @@ class DeltaTransaction:
             .withColumn(FILE_PATH, F.col("_metadata.file_path"))
         )
 
-    def files_in(self, condition: Column) -> list[Any]:
-        """The data files (Delta ``AddFile``s) as of ``read_version`` that may hold rows meeting
-        ``condition`` (partition pruning and file statistics), recorded as read: a concurrent commit
-        that adds or removes a file of those buckets makes this transaction's commit fail."""
-        files = self._txn.filterFiles(self._filters(condition), True)  # with each file's row count
-        return list(self._java_list(files))
+    def files_in(self, query: FileQuery) -> list[Any]:
+        """The data files (Delta ``AddFile``s) as of ``read_version`` that may hold rows ``query`` names
+        (bucket, and the files' statistics), recorded as read as Delta's ``filterFiles`` records them: a
+        concurrent commit that adds a file the query's filter may match, or removes a file listed here,
+        makes this transaction's commit fail. Listed on the driver from the files kept for the log
+        (state/logged_files.py); through Delta's state where they cannot be."""
+        filters = pruning_filters(self._spark, self._path, file_condition(query))
+        logged = files_at(self._spark, self._path, self._txn.snapshot())
+        if logged is None:
+            return list(java_list(self._jvm, self._txn.filterFiles(filters, True)))  # with row counts
+        files = [file.add_file(self._jvm) for file in logged if query.may_hold(file.bucket, file.bounds)]
+        self._txn.trackReadPredicates(filters, False, True)
+        self._txn.trackFilesRead(self._seq(files))
+        return files
 
     def small_files(self, buckets: Iterable[str], below: int) -> dict[str, int]:
         """How many data files smaller than ``below`` bytes each of ``buckets`` holds as of
@@ -105,18 +115,18 @@ class DeltaTransaction:
         counts = dict.fromkeys(wanted, 0)
         if not wanted:
             return counts
-        scan = self._txn.snapshot().filesForScan(self._filters(F.col(C.BUCKET).isin(*wanted)), False)
-        for file in self._java_list(scan.files()):
+        logged = files_at(self._spark, self._path, self._txn.snapshot())
+        if logged is not None:
+            for file in logged:
+                if file.bucket in counts and file.size < below:
+                    counts[file.bucket] += 1
+            return counts
+        filters = pruning_filters(self._spark, self._path, F.col(C.BUCKET).isin(*wanted))
+        scan = self._txn.snapshot().filesForScan(filters, False)
+        for file in java_list(self._jvm, scan.files()):
             if file.size() < below:
                 counts[bucket_of(file)] += 1
         return counts
-
-    def _filters(self, condition: Column) -> Any:
-        """``condition`` as the Catalyst filters Delta's file pruning takes."""
-        analyzed = self._spark.read.format("delta").load(self._path).where(condition)._jdf.queryExecution().analyzed()
-        # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
-        # given whole prunes nothing (it names a data column too).
-        return self._seq(_conjuncts(analyzed.condition()))
 
     def added_at(self, version: int) -> dict[str, FileBounds]:
         """The data files the commit of ``version`` added, by path, each with its statistics' bounds.
@@ -125,7 +135,7 @@ class DeltaTransaction:
         none = self._jvm.scala.Option.empty()
         try:
             changes = self._txn.deltaLog().getChanges(version, version, none, False)
-            actions = self._java_list(changes.next()._2()) if changes.hasNext() else []
+            actions = java_list(self._jvm, changes.next()._2()) if changes.hasNext() else []
         except Py4JError:
             return {}
         added: dict[str, FileBounds] = {}
@@ -180,7 +190,7 @@ class DeltaTransaction:
         dataset = self._jvm.org.apache.spark.sql.classic.Dataset.ofRows(
             self._spark._jsparkSession, rows._jdf.logicalPlan()
         )
-        return list(self._java_list(self._txn.writeFiles(dataset)))
+        return list(java_list(self._jvm, self._txn.writeFiles(dataset)))
 
     def recorded_version(self, app_id: str) -> int:
         """The last version recorded for the idempotent writer ``app_id`` (-1: none), as read by this
@@ -226,9 +236,6 @@ class DeltaTransaction:
     def _seq(self, items: Iterable[Any]) -> Any:
         return scala_seq(self._jvm, items)
 
-    def _java_list(self, seq: Any) -> Any:
-        return self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
-
 
 # Delta's idempotent-write settings: a commit made with them records (app ID, version), and a writer
 # skips a version already recorded for its app ID (the streaming sink's exactly-once).
@@ -241,10 +248,26 @@ FILE_PATH = "_file_path"
 
 def scala_seq(jvm: Any, items: Iterable[Any]) -> Any:
     """``items`` (JVM objects) as a Scala ``Seq``, as Delta's Scala methods take them."""
-    java_list = jvm.java.util.ArrayList()
+    as_java = jvm.java.util.ArrayList()
     for item in items:
-        java_list.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toSeq()
+        as_java.add(item)
+    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(as_java).toSeq()
+
+
+def java_list(jvm: Any, seq: Any) -> Any:
+    """A Scala ``Seq`` as a Java list, which py4j iterates."""
+    return jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
+
+
+def pruning_filters(spark: SparkSession, table_path: str, condition: Column) -> Any:
+    """``condition`` on the Delta table at ``table_path`` as the Catalyst filters Delta's file pruning
+    and its conflict check take (a Scala ``Seq``)."""
+    analyzed = spark.read.format("delta").load(table_path).where(condition)._jdf.queryExecution().analyzed()
+    jvm = spark._jvm
+    assert jvm is not None
+    # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
+    # given whole prunes nothing (it names a data column too).
+    return scala_seq(jvm, _conjuncts(analyzed.condition()))
 
 
 def _conjuncts(expression: Any) -> list[Any]:

@@ -16,14 +16,14 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import bucket_of as bucket_of_row
 from streamclaim_spark.state.delta_io import delta_log, is_connect
-from streamclaim_spark.state.delta_txn import bucket_of, scala_seq
+from streamclaim_spark.state.delta_txn import bucket_of
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
+from streamclaim_spark.state.logged_files import files_at
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
 # The state table's columns as Arrow types.
@@ -44,22 +44,23 @@ def head_rows_at(
     spark: SparkSession, table_path: str, version: int | None, keys: Sequence[tuple[str, str]]
 ) -> list[dict[str, Any]] | None:
     """The head rows ``keys`` names (partition ID, row kind) as of ``version``, read from their ``h``
-    files on the driver: one Spark job lists the files (Delta's scan of its cached log state), none
-    reads them. A bulk XACK's stream and group heads through the snapshot's query took three jobs,
-    0.45-0.7 s; this way ~0.3 s (docs/BENCHMARKS.md, "Named IDs on the driver"). None where Spark's read
-    must answer: Spark Connect, a version other than the log's newest loaded one, a deletion vector."""
+    files on the driver, the files listed from those kept for the log (state/logged_files.py): no Spark
+    job. A bulk XACK's stream and group heads through the snapshot's query took three jobs, 0.45-0.7 s;
+    a listing by Delta's scan one, 0.2 s, or 0.8 s as the first after a commit (docs/BENCHMARKS.md,
+    "Files listed on the driver"). None where Spark's read must answer: Spark Connect, a version other
+    than the log's newest loaded one, a deletion vector."""
     if is_connect(spark) or version is None:
         return None
     snapshot = delta_log(spark, table_path).unsafeVolatileSnapshot()
     if snapshot.version() != version:
         return None
-    buckets = sorted({bucket_of_row(partition, kind) for partition, kind in keys})
-    table = spark.read.format("delta").load(table_path).where(F.col(C.BUCKET).isin(*buckets))
-    condition = table._jdf.queryExecution().analyzed().condition()  # names the partition column only
+    logged = files_at(spark, table_path, snapshot)
+    if logged is None:
+        return None
+    buckets = {bucket_of_row(partition, kind) for partition, kind in keys}
     jvm = spark._jvm
-    assert jvm is not None
-    scan = snapshot.filesForScan(scala_seq(jvm, [condition]), False)
-    rows = driver_rows(spark, table_path, list(jvm.scala.jdk.javaapi.CollectionConverters.asJava(scan.files())))
+    files = [file.add_file(jvm) for file in logged if file.bucket in buckets]
+    rows = driver_rows(spark, table_path, files)
     if rows is None:
         return None
     wanted = set(keys)

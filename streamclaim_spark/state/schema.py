@@ -30,6 +30,7 @@ from pyspark.sql.types import (
 )
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.partitions import (
     ALL_KINDS,
     APART_KINDS,
@@ -40,6 +41,7 @@ from streamclaim_spark.core.partitions import (
     group_partition,
     stream_partition,
 )
+from streamclaim_spark.state.columns import id_between
 
 __all__ = [
     "ALL_KINDS",
@@ -140,6 +142,16 @@ def pruned_to(partitions: Iterable[str], table: str = "", kinds: Iterable[str] =
     if len(wanted) <= NAMED_PARTITIONS_MAX:
         return in_partitions(wanted, table, kinds)
     return in_buckets(wanted, table, kinds)
+
+
+def file_condition(query: FileQuery) -> Column:
+    """The filter a commit of files records as its read for ``query``: Delta's conflict check tests
+    other commits' files against it (``FileQuery.may_hold`` picks the same files on the driver)."""
+    named = in_partitions if query.every_partition_named else pruned_to
+    condition = named(query.partitions, kinds=query.kinds)
+    if query.low is not None and query.high is not None:
+        condition = condition & id_between(query.low, query.high)
+    return condition
 
 
 def in_buckets(partitions: Iterable[str], table: str = "", kinds: Iterable[str] = ALL_KINDS) -> Column:

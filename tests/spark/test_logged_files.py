@@ -1,0 +1,132 @@
+"""Files listed on the driver from the log's commits: always the files Delta's own state lists.
+
+Each check compares ``logged_files.files_at`` with Delta's ``Snapshot.allFiles`` at the same version,
+after writes that add, rewrite and remove files, for a table written anew at the same path, and where
+the kept files are too far behind to be brought forward; and a transaction's listing with Delta's
+``filterFiles`` for the same filter.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.partitions import bucket_of, group_partition
+from streamclaim_spark.state import logged_files
+from streamclaim_spark.state.delta_io import delta_log
+from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, java_list, pruning_filters
+from streamclaim_spark.state.schema import file_condition
+from streamclaim_spark.state.tables import table_path
+from tests.clock import ManualClock
+
+pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
+
+
+def delta_files(spark: SparkSession, path: str) -> dict[str, tuple[int, str]]:
+    """Every file of the table's newest loaded snapshot by Delta's state: path -> (size, bucket)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    rows = delta_log(spark, path).unsafeVolatileSnapshot().allFiles().toJSON().collectAsList()
+    adds = [json.loads(line) for line in str(jvm.java.lang.String.join("\n", rows)).split("\n") if line]
+    return {add["path"]: (add["size"], add["partitionValues"][C.BUCKET]) for add in adds}
+
+
+def logged(spark: SparkSession, path: str) -> dict[str, tuple[int, str]]:
+    files = logged_files.files_at(spark, path, delta_log(spark, path).unsafeVolatileSnapshot())
+    assert files is not None
+    return {file.path: (file.size, file.bucket) for file in files}
+
+
+@pytest.fixture(scope="module")
+def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> StreamStore:
+    """Stream ``s`` of 1,000 entries in files of 100 rows, all pending in groups ``g`` and ``h``."""
+    path = str(tmp_path_factory.mktemp("logged-files") / "store")
+    store = StreamStore.open(path, spark=spark, clock=ManualClock(T0), rows_per_file=100)
+    store.append("s", spark.range(1_000).selectExpr("id AS n"))
+    for group in ("g", "h"):
+        store.execute("XGROUP", "CREATE", "s", group, "0")
+        store.deliver("s", group, "c")
+    return store
+
+
+def first_id(store: StreamStore) -> StreamId:
+    return store.snapshot().stream("s").first_id  # type: ignore[union-attr]
+
+
+def test_a_transaction_lists_the_files_deltas_pruning_lists_and_every_file_holding_a_named_row(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    path = table_path(store.path, C.STATE_TABLE_DIR)
+    first = first_id(store)
+    low, high = StreamId(first.ms, first.seq + 250), StreamId(first.ms, first.seq + 449)
+    partition = group_partition("s", "g")
+    query = FileQuery((partition,), (C.KIND_PENDING,), low, high, every_partition_named=True)
+    jvm = spark._jvm
+    assert jvm is not None
+    with active_session(spark):
+        listed = {str(file.path()) for file in DeltaTransaction(spark, path).files_in(query)}
+        filters = pruning_filters(spark, path, file_condition(query))
+        txn = delta_log(spark, path).startTransaction()
+        pruned = {str(file.path()) for file in java_list(jvm, txn.filterFiles(filters, True))}
+    table = spark.read.format("delta").load(path)
+    holding = {row[0] for row in table.where(file_condition(query)).select("_metadata.file_path").distinct().collect()}
+    assert listed == pruned
+    assert {name.rsplit("/", 1)[-1] for name in holding} <= {name.rsplit("/", 1)[-1] for name in listed}
+    group_files = [
+        name for name, (_, bucket) in delta_files(spark, path).items() if bucket == bucket_of(partition, C.KIND_PENDING)
+    ]
+    assert 0 < len(holding) <= len(listed) < len(group_files)  # rows 250-449 of g's 1,000: a few files of 100
+
+
+def test_the_files_kept_on_the_driver_follow_appends_rewrites_and_removals(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    path = table_path(store.path, C.STATE_TABLE_DIR)
+    assert logged(spark, path) == delta_files(spark, path)
+    first = first_id(store)
+    half = spark.range(500).select(
+        F.concat(F.lit(f"{first.ms}-"), (F.col("id") + first.seq).cast("string")).alias("id")
+    )
+    assert store.acknowledge("s", "g", half).count == 500  # files rewritten without those rows, or dropped
+    assert logged(spark, path) == delta_files(spark, path)
+    assert store.acknowledge("s", "h", None).count == 1_000  # files removed whole
+    store.execute("XADD", "t", "*", "f", "v")
+    files = logged_files.files_at(spark, path, delta_log(spark, path).unsafeVolatileSnapshot())
+    assert files is not None
+    assert {file.path: (file.size, file.bucket) for file in files} == delta_files(spark, path)
+    assert all(file.bounds is not None for file in files)
+
+
+def test_a_table_written_anew_at_the_same_path_is_listed_from_its_own_log(spark: SparkSession, tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    StreamStore.open(str(template), spark=spark, clock=ManualClock(T0)).execute("XADD", "s", "1-1", "f", "v")
+    live = tmp_path / "live"
+    path = table_path(str(live), C.STATE_TABLE_DIR)
+    for stream in ("a", "b"):  # the same table (its ID copied), then other files at the same versions
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.copytree(template, live)
+        StreamStore.open(str(live), spark=spark, clock=ManualClock(T0)).execute("XADD", stream, "1-1", "f", "v")
+        assert logged(spark, path) == delta_files(spark, path)
+
+
+def test_files_too_far_behind_are_read_from_deltas_state_again(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
+    path = table_path(store.path, C.STATE_TABLE_DIR)
+    store.execute("XADD", "s", "1-1", "f", "v")
+    assert logged(spark, path) == delta_files(spark, path)
+    monkeypatch.setattr(logged_files, "FORWARD_COMMITS_MAX", 0)
+    store.execute("XADD", "s", "1-2", "f", "v")
+    assert logged(spark, path) == delta_files(spark, path)

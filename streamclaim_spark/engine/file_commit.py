@@ -225,8 +225,11 @@ def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tup
     emptied = _emptied(txn, removal, files)
     unread = [file for file in files if str(file.path()) not in emptied]
     on_driver = taken_on_driver(spark, txn, unread, removal)
-    joined = _named_rows(spark, removal) if on_driver is None else None
-    taken = on_driver.counts() if on_driver is not None else _rows_taken(txn, unread, joined or removal)
+    if on_driver is not None:
+        taken = on_driver.counts()
+    else:
+        by_spark = _with_held_ids_as_rows(spark, removal)  # the removal as Spark's joins take it
+        taken = _rows_taken(txn, unread, by_spark)
     # Files holding none of the rows stay; files the removal takes whole go unrewritten.
     partly = [file for file in unread if 0 < taken.get(file_name(str(file.path())), 0) < row_count(file)]
     written: list[Any] = []
@@ -234,18 +237,18 @@ def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tup
         if on_driver is not None:  # only the IDs found in the files to rewrite go to Spark's join
             names = [file_name(str(file.path())) for file in partly]
             rows = on_driver.rows(spark, removal.partitions[0], names)
-            joined = replace(removal, rows=rows, ids=None, named=sum(taken[name] for name in names))
-        written = txn.write(_without(txn.read_files(partly), joined or removal))
+            by_spark = replace(removal, rows=rows, ids=None, named=sum(taken[name] for name in names))
+        written = txn.write(_without(txn.read_files(partly), by_spark))
     gone = [file for file in files if str(file.path()) in emptied or taken.get(file_name(str(file.path())))]
     removal.removed = sum(row_count(file) for file in gone) - sum(row_count(file) for file in written)
     return gone, written
 
 
-def _named_rows(spark: SparkSession, removal: Removal) -> Removal | None:
-    """``removal`` with the IDs it holds on the driver as its ``rows``, for Spark's join; None when it
-    holds none there."""
+def _with_held_ids_as_rows(spark: SparkSession, removal: Removal) -> Removal:
+    """``removal`` with the IDs it holds on the driver as its ``rows``, for Spark's join (itself when it
+    holds none there)."""
     if removal.ids is None:
-        return None
+        return removal
     rows = ids_frame(spark, removal.partitions[0], removal.ids.ms, removal.ids.seq)
     return replace(removal, rows=rows, ids=None)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
@@ -130,3 +131,24 @@ def test_files_too_far_behind_are_read_from_deltas_state_again(
     monkeypatch.setattr(logged_files, "FORWARD_COMMITS_MAX", 0)
     store.execute("XADD", "s", "1-2", "f", "v")
     assert logged(spark, path) == delta_files(spark, path)
+
+
+def test_after_a_checkpoint_the_files_come_from_deltas_state_and_then_from_the_commits_since(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
+    path = table_path(store.path, C.STATE_TABLE_DIR)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
+    from_state = logged_files._from_state
+    reads: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        reads.append(1)
+        return from_state(*args)
+
+    monkeypatch.setattr(logged_files, "_from_state", counted)
+    for seq in range(1, 5):  # checkpoints are written on the way: the commits before them leave the segment
+        store.execute("XADD", "s", f"1-{seq}", "f", "v")
+        assert logged(spark, path) == delta_files(spark, path)
+    assert Path(path, "_delta_log", "_last_checkpoint").exists()
+    assert reads  # a kept version before the checkpoint could not be checked: Delta's state was read

@@ -26,7 +26,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.logged_files import files_at
+from streamclaim_spark.state.logged_files import LoggedFile, files_at
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
 
@@ -72,6 +72,7 @@ class DeltaTransaction:
         self._jvm = jvm
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
         self._txn = delta_log.startTransaction()
+        self._logged: list[LoggedFile] | None = None
 
     @property
     def path(self) -> str:
@@ -99,13 +100,20 @@ class DeltaTransaction:
         makes this transaction's commit fail. Listed on the driver from the files kept for the log
         (state/logged_files.py); through Delta's state where they cannot be."""
         filters = pruning_filters(self._spark, self._path, file_condition(query))
-        logged = files_at(self._spark, self._path, self._txn.snapshot())
+        logged = self._logged_files()
         if logged is None:
             return list(java_list(self._jvm, self._txn.filterFiles(filters, True)))  # with row counts
         files = [file.add_file(self._jvm) for file in logged if query.may_hold(file.bucket, file.bounds)]
         self._txn.trackReadPredicates(filters, False, True)
         self._txn.trackFilesRead(self._seq(files))
         return files
+
+    def _logged_files(self) -> list[LoggedFile] | None:
+        """Every data file as of ``read_version``, listed once per transaction (its snapshot is fixed):
+        a commit lists its heads, the files it rewrites and its small files from the same list."""
+        if self._logged is None:
+            self._logged = files_at(self._spark, self._path, self._txn.snapshot())
+        return self._logged
 
     def small_files(self, buckets: Iterable[str], below: int) -> dict[str, int]:
         """How many data files smaller than ``below`` bytes each of ``buckets`` holds as of
@@ -115,7 +123,7 @@ class DeltaTransaction:
         counts = dict.fromkeys(wanted, 0)
         if not wanted:
             return counts
-        logged = files_at(self._spark, self._path, self._txn.snapshot())
+        logged = self._logged_files()
         if logged is not None:
             for file in logged:
                 if file.bucket in counts and file.size < below:

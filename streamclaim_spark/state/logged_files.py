@@ -47,7 +47,6 @@ class LoggedFile:
     bucket: str
     size: int
     bounds: FileBounds | None
-    has_deletion_vector: bool
     action: str
     _add_file: Any = field(default=None, repr=False, compare=False)
 
@@ -65,7 +64,6 @@ class LoggedFile:
             bucket=str((add.get("partitionValues") or {}).get(C.BUCKET)),
             size=int(add.get("size") or 0),
             bounds=FileBounds.from_stats(path, add.get("stats")),
-            has_deletion_vector=add.get("deletionVector") is not None,
             action=action,
         )
 

@@ -61,6 +61,13 @@ def store(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Stre
     return store
 
 
+@pytest.fixture
+def fresh(spark: SparkSession, tmp_path: Path) -> tuple[StreamStore, str]:
+    """An empty store of its own and its state table's path."""
+    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
+    return store, table_path(store.path, C.STATE_TABLE_DIR)
+
+
 def first_id(store: StreamStore) -> StreamId:
     return store.snapshot().stream("s").first_id  # type: ignore[union-attr]
 
@@ -122,10 +129,9 @@ def test_a_table_written_anew_at_the_same_path_is_listed_from_its_own_log(spark:
 
 
 def test_files_too_far_behind_are_read_from_deltas_state_again(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, fresh: tuple[StreamStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
-    path = table_path(store.path, C.STATE_TABLE_DIR)
+    store, path = fresh
     store.execute("XADD", "s", "1-1", "f", "v")
     assert logged(spark, path) == delta_files(spark, path)
     monkeypatch.setattr(logged_files, "FORWARD_COMMITS_MAX", 0)
@@ -134,10 +140,9 @@ def test_files_too_far_behind_are_read_from_deltas_state_again(
 
 
 def test_after_a_checkpoint_the_files_come_from_deltas_state_and_then_from_the_commits_since(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    spark: SparkSession, fresh: tuple[StreamStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = StreamStore.open(str(tmp_path / "store"), spark=spark, clock=ManualClock(T0))
-    path = table_path(store.path, C.STATE_TABLE_DIR)
+    store, path = fresh
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
     from_state = logged_files._from_state
     reads: list[int] = []

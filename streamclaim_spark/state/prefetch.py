@@ -16,6 +16,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import group_partition, stream_partition
@@ -30,6 +31,7 @@ from streamclaim_spark.state.columns import (
 )
 from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.schema import (
     APART_KINDS,
     NAMED_PARTITIONS_MAX,
@@ -67,6 +69,7 @@ class _Query:
     """What one prefetch query gathers from its needs, before it is built."""
 
     wanted: list[Column] = field(default_factory=list)  # the disjuncts: one per lookup, range or kind of head
+    files: list[FileQuery] = field(default_factory=list)  # which files each disjunct may read
     partitions: set[str] = field(default_factory=set)
     # Heads (and consumers, by name) of every need share one IN list each: a fleet's thousands of
     # streams make one disjunct, not thousands.
@@ -76,6 +79,11 @@ class _Query:
     point_rows: int = 0
     scan: tuple[ScanKey, Column] | None = None
 
+    def ask(self, condition: Column, files: FileQuery) -> None:
+        """Adds a disjunct: its rows, and the files that may hold them."""
+        self.wanted.append(condition)
+        self.files.append(files)
+
 
 class PrefetchedSnapshot:
     """The table at one Delta version, and every head, consumer, entry, PEL row and range read of it."""
@@ -84,10 +92,7 @@ class PrefetchedSnapshot:
         self.spark = spark
         self.table_path = table_path
         self.version = version
-        reader = spark.read.format("delta")
-        if version is not None:
-            reader = reader.option("versionAsOf", version)
-        self._table = reader.load(table_path)
+        self._table: DataFrame | None = None
         self._streams: dict[str, StreamMeta | None] = {}
         self._groups: dict[tuple[str, str], GroupMeta | None] = {}
         self._consumers: dict[tuple[str, str, str], ConsumerMeta | None] = {}
@@ -97,8 +102,29 @@ class PrefetchedSnapshot:
         self._all_heads_read = False  # every stream and group head is in _streams and _groups
 
     def frame(self) -> DataFrame:
-        """The whole table at this version; every query of the snapshot starts from it."""
+        """The whole table at this version through Delta's read, whose data skipping serves any filter
+        a caller adds; the snapshot's own reads, whose files are known up front, use ``frame_of``.
+        Loaded at its first use: a command answered by its prefetch needs none."""
+        if self._table is None:
+            reader = self.spark.read.format("delta")
+            if self.version is not None:
+                reader = reader.option("versionAsOf", self.version)
+            self._table = reader.load(self.table_path)
         return self._table
+
+    def frame_of(self, queries: Sequence[FileQuery]) -> DataFrame:
+        """The table's rows at this version over only the files that may hold rows one of ``queries``
+        names (by bucket and statistics, as Delta's data skipping leaves out the rest); the whole
+        ``frame()`` where the files cannot be listed on the driver or ``frame()`` is not the stored
+        table (a batch's writes lie over it). Callers still filter the rows."""
+        if not self.reads_stored_rows():
+            return self.frame()
+        table = logged_table(self.spark, self.table_path, self.version, queries)
+        return table if table is not None else self.frame()
+
+    def reads_stored_rows(self) -> bool:
+        """True when ``frame()`` is the table as stored at the snapshot's version (no overlay)."""
+        return True
 
     # --- one query for all of a command's reads ---------------------------------------------------
 
@@ -141,7 +167,8 @@ class PrefetchedSnapshot:
             # ID lookups beside them name their partitions in their own disjuncts, so buckets prune enough.
             frame = self._keyed_rows(query.stream_heads, query.group_heads, query.consumers)
             if query.wanted:
-                frame = frame.unionByName(self.frame().where(pruned_to(query.partitions) & any_of(query.wanted)))
+                by_id = self.frame_of(query.files).where(pruned_to(query.partitions) & any_of(query.wanted))
+                frame = frame.unionByName(by_id)
             return frame, None
         _ask_heads_by_name(query)
         if not query.wanted:
@@ -164,14 +191,16 @@ class PrefetchedSnapshot:
         key = need.key
         entry_ids = sorted(set(need.entry_ids) - set(self._entries.get(key, {})))
         if entry_ids:
-            query.wanted.append(kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids))
+            entries = FileQuery((stream_part,), (C.KIND_ENTRY,), entry_ids[0], entry_ids[-1])
+            query.ask(kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids), entries)
             query.partitions.add(stream_part)
             query.point_rows += len(entry_ids)
         if need.pending_ids:
             for group in need.groups:
                 pending_ids = sorted(set(need.pending_ids) - set(self._pending.get((key, group), {})))
                 if pending_ids:
-                    query.wanted.append(kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids))
+                    rows = FileQuery((group_parts[group],), (C.KIND_PENDING,), pending_ids[0], pending_ids[-1])
+                    query.ask(kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids), rows)
                     query.point_rows += len(pending_ids)
         return entry_ids
 
@@ -195,7 +224,7 @@ class PrefetchedSnapshot:
                 "a range and lookups by ID of the same rows cannot share a query"
             )
             query.scan = (scan_key, kind_in(part, kind) & scan_filter(range_scan))
-            query.wanted.append(query.scan[1])
+            query.ask(query.scan[1], FileQuery((part,), (kind,), range_scan.low, range_scan.high))
             query.partitions.add(part)
 
     def _named_query(self, query: _Query, needs: Sequence[Need]) -> DataFrame:
@@ -205,7 +234,7 @@ class PrefetchedSnapshot:
         where = in_partitions(query.partitions) & any_of(query.wanted)
         if len(keys) <= NAMED_PARTITIONS_MAX:  # lets Delta skip files by stream; isin is a py4j call per name
             where = where & F.col(C.STREAM).isin(keys)
-        frame = self.frame().where(where)
+        frame = self.frame_of(query.files).where(where)
         if query.scan is not None:
             (_, _, _, range_scan), in_range = query.scan
             ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]
@@ -319,10 +348,11 @@ def _ask_heads_by_name(query: _Query) -> None:
     """The query's heads and consumers as IN lists of their partitions, one disjunct per kind (and name)."""
     for kind, heads in ((C.KIND_STREAM, query.stream_heads), (C.KIND_GROUP, query.group_heads)):
         if heads:
-            query.wanted.append(kind_in(sorted(heads), kind))
+            query.ask(kind_in(sorted(heads), kind), FileQuery(tuple(sorted(heads)), (kind,)))
             query.partitions.update(heads)
             query.point_rows += len(heads)
     for name, parts in query.consumers.items():
         if parts:
-            query.wanted.append(kind_in(sorted(parts), C.KIND_CONSUMER) & (F.col(C.CONSUMER) == name))
+            consumers = FileQuery(tuple(sorted(parts)), (C.KIND_CONSUMER,))
+            query.ask(kind_in(sorted(parts), C.KIND_CONSUMER) & (F.col(C.CONSUMER) == name), consumers)
             query.point_rows += len(parts)

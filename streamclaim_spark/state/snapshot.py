@@ -14,9 +14,10 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
-from streamclaim_spark.core.partitions import group_partition, shares_buckets, stream_partition
+from streamclaim_spark.core.partitions import APART_PREFIX, group_partition, shares_buckets, stream_partition
 from streamclaim_spark.state import file_stats, pending_stats
 from streamclaim_spark.state.columns import (
     by_bytes,
@@ -52,7 +53,18 @@ class Snapshot(PrefetchedSnapshot):
     reads_heads_from_files = True
 
     def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
+        """The rows of ``kind`` in one partition or several, through Delta's read: a caller's further
+        filters (IDs) skip files by Delta's statistics."""
         return self.frame().where(kind_in(partition_id, kind))
+
+    def rows_of(
+        self, partition_id: str | Sequence[str], kind: str, low: StreamId | None = None, high: StreamId | None = None
+    ) -> DataFrame:
+        """The rows of ``kind`` in one partition or several, from only the files that may hold them (IDs
+        in [``low``, ``high``] when given; the caller filters the rows by them): the reads below, whose
+        every filter is known here."""
+        partitions = (partition_id,) if isinstance(partition_id, str) else tuple(sorted(set(partition_id)))
+        return self.frame_of([FileQuery(partitions, (kind,), low, high)]).where(kind_in(partition_id, kind))
 
     # --- heads ----------------------------------------------------------------------------------
 
@@ -102,7 +114,8 @@ class Snapshot(PrefetchedSnapshot):
         Collected as Arrow, only the heads' columns: a fleet's 20,000 heads took 0.9-1.1 s as Rows of
         every column, 0.6-0.7 s so (docs/BENCHMARKS.md, "Heads read once, as Arrow, pending rows by bucket")."""
         if not self._all_heads_read:
-            heads = self.frame().where(F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).select(*HEAD_COLUMNS)
+            in_head_files = F.col(C.BUCKET).startswith(APART_PREFIX)  # prunes the other buckets' files
+            heads = self.frame().where(in_head_files & F.col(C.ROW_KIND).isin(*C.HEAD_KINDS)).select(*HEAD_COLUMNS)
             for row in heads.toArrow().to_pylist():
                 self._remember_head(row)
             self._all_heads_read = True
@@ -170,7 +183,7 @@ class Snapshot(PrefetchedSnapshot):
         if low > high or count == 0:
             return []
         frame = (
-            self.partition(stream_partition(key), C.KIND_ENTRY)
+            self.rows_of(stream_partition(key), C.KIND_ENTRY, low, high)
             .where(id_between(low, high))
             .select(C.ID_MS, C.ID_SEQ)
             .orderBy(C.ID_MS, C.ID_SEQ)
@@ -183,13 +196,13 @@ class Snapshot(PrefetchedSnapshot):
         """Number of live entries with low <= id <= high."""
         if low > high:
             return 0
-        frame = self.partition(stream_partition(key), C.KIND_ENTRY).where(id_between(low, high))
+        frame = self.rows_of(stream_partition(key), C.KIND_ENTRY, low, high).where(id_between(low, high))
         return int(frame.count())
 
     def nth_entry_id(self, key: str, offset: int) -> StreamId:
         """ID of the live entry at 0-based position ``offset`` in ID order."""
         rows = (
-            self.partition(stream_partition(key), C.KIND_ENTRY)
+            self.rows_of(stream_partition(key), C.KIND_ENTRY)
             .select(C.ID_MS, C.ID_SEQ)
             .orderBy(C.ID_MS, C.ID_SEQ)
             .offset(offset)
@@ -201,7 +214,7 @@ class Snapshot(PrefetchedSnapshot):
     def last_entry_id(self, key: str) -> StreamId | None:
         """ID of the newest live entry, None for an empty stream."""
         rows = (
-            self.partition(stream_partition(key), C.KIND_ENTRY)
+            self.rows_of(stream_partition(key), C.KIND_ENTRY)
             .select(C.ID_MS, C.ID_SEQ)
             .orderBy(F.col(C.ID_MS).desc(), F.col(C.ID_SEQ).desc())
             .limit(1)
@@ -213,7 +226,7 @@ class Snapshot(PrefetchedSnapshot):
 
     def consumers(self, key: str, group: str) -> list[ConsumerMeta]:
         """The group's consumers in bytewise name order."""
-        rows = self.partition(group_partition(key, group), C.KIND_CONSUMER).collect()
+        rows = self.rows_of(group_partition(key, group), C.KIND_CONSUMER).collect()
         consumers = [consumer_from_row(row) for row in rows]
         return sorted(consumers, key=lambda c: by_bytes(c.name))
 
@@ -248,7 +261,7 @@ class Snapshot(PrefetchedSnapshot):
         """PEL entries delivered at or before the cutoff, oldest delivery first (ties in ID order), at
         most ``limit``: the head of Redis' time-ordered PEL list, which XREADGROUP CLAIM walks."""
         rows = (
-            self.pending_frame(key, group)
+            self.rows_of(group_partition(key, group), C.KIND_PENDING)
             .where(F.col(C.DELIVERY_TIME_MS) <= delivered_at_or_before)
             .orderBy(C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
         )
@@ -258,7 +271,8 @@ class Snapshot(PrefetchedSnapshot):
 
     def last_nack_time(self, key: str, group: str) -> int | None:
         """The largest delivery time in the group's NACK zone (model.nack_time), None when it is empty."""
-        row = self.pending_frame(key, group).where(F.col(C.DELIVERY_TIME_MS) < 0).agg(F.max(C.DELIVERY_TIME_MS)).first()
+        pending = self.rows_of(group_partition(key, group), C.KIND_PENDING)
+        row = pending.where(F.col(C.DELIVERY_TIME_MS) < 0).agg(F.max(C.DELIVERY_TIME_MS)).first()
         return None if row is None else row[0]
 
     def pending_by_id(self, key: str, group: str, ids: Iterable[StreamId]) -> dict[StreamId, PendingEntry]:
@@ -271,7 +285,7 @@ class Snapshot(PrefetchedSnapshot):
 
     def pending_counts(self, key: str, group: str) -> dict[str, int]:
         """Number of pending entries per owner (owners with none are absent)."""
-        rows = self.pending_frame(key, group).groupBy(C.OWNER).count().collect()
+        rows = self.rows_of(group_partition(key, group), C.KIND_PENDING).groupBy(C.OWNER).count().collect()
         return {row[C.OWNER]: row["count"] for row in rows if row[C.OWNER] is not None}  # None: XNACKed
 
     def pending_summary(self, key: str, group: str) -> tuple[int, StreamId | None, StreamId | None, dict[str, int]]:
@@ -286,6 +300,8 @@ class Snapshot(PrefetchedSnapshot):
         wanted = kind_in(group_part, C.KIND_PENDING)
         heads = key not in self._streams or (key, group) not in self._groups
         head_kinds = kind_in(stream_part, C.KIND_STREAM) | kind_in(group_part, C.KIND_GROUP)
+        head_files = [FileQuery((stream_part,), (C.KIND_STREAM,)), FileQuery((group_part,), (C.KIND_GROUP,))]
+        pel_files = FileQuery((group_part,), (C.KIND_PENDING,))
         aggregates = id_range_aggregates()
         row = F.struct(*(F.col(name) for name in COLUMN_NAMES)).alias("row")
         large = (table_bytes(self.spark, self.table_path) or 0) >= file_stats.NARROW_FROM_BYTES
@@ -304,12 +320,13 @@ class Snapshot(PrefetchedSnapshot):
             if from_stats.read is not None:
                 parts.append(from_stats.read.withColumn(C.ROW_KIND, F.lit(C.KIND_PENDING)))
         elif heads and not large:
-            rows = self.frame().where((wanted | head_kinds) & of_key).groupBy(C.ROW_KIND, C.OWNER)
-            parts.append(rows.agg(*aggregates, F.first(row).alias("row")))
+            rows = self.frame_of([*head_files, pel_files]).where((wanted | head_kinds) & of_key)
+            parts.append(rows.groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates, F.first(row).alias("row")))
         else:
-            parts.append(self.frame().where(wanted & of_key).groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates))
+            rows = self.frame_of([pel_files]).where(wanted & of_key)
+            parts.append(rows.groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates))
         if heads and large:
-            parts.append(self.frame().where(head_kinds & of_key).select(C.ROW_KIND, row))
+            parts.append(self.frame_of(head_files).where(head_kinds & of_key).select(C.ROW_KIND, row))
         found_rows = []
         if parts:
             summary = parts[0]
@@ -338,17 +355,13 @@ class Snapshot(PrefetchedSnapshot):
             return None
         return pending_stats.summary_from_stats(self.spark, self.table_path, self.version, key, partition_id)
 
-    def reads_stored_rows(self) -> bool:
-        """True when ``frame()`` is the table as stored at the snapshot's version (no overlay)."""
-        return True
-
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(consumers, pending entries) per group, in one aggregation over the groups' partitions."""
         if not groups:
             return {}
         partitions = [group_partition(key, g) for g in groups]
         rows = (
-            self.frame()
+            self.frame_of([FileQuery(tuple(partitions), (C.KIND_CONSUMER, C.KIND_PENDING))])
             .where(in_partitions(partitions) & F.col(C.ROW_KIND).isin(C.KIND_CONSUMER, C.KIND_PENDING))
             .groupBy(C.GROUP, C.ROW_KIND)
             .count()
@@ -362,7 +375,7 @@ class Snapshot(PrefetchedSnapshot):
 
     def pending_bounds(self, key: str, group: str) -> tuple[int, StreamId | None, StreamId | None]:
         """Count, smallest and largest pending ID of the group's PEL in one aggregation."""
-        row = self.pending_frame(key, group).agg(*id_range_aggregates()).collect()[0]
+        row = self.rows_of(group_partition(key, group), C.KIND_PENDING).agg(*id_range_aggregates()).collect()[0]
         if row["n"] == 0:
             return 0, None, None
         return row["n"], stored_id(row["lo"]), stored_id(row["hi"])

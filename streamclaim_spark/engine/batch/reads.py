@@ -179,11 +179,23 @@ class BatchReads(Snapshot):
         return self._overlaid
 
     def partition(self, partition_id: str | Sequence[str], kind: str) -> DataFrame:
+        loaded = self._loaded_rows(partition_id, kind)
+        return loaded if loaded is not None else super().partition(partition_id, kind)
+
+    def rows_of(
+        self, partition_id: str | Sequence[str], kind: str, low: StreamId | None = None, high: StreamId | None = None
+    ) -> DataFrame:
+        loaded = self._loaded_rows(partition_id, kind)
+        return loaded if loaded is not None else super().rows_of(partition_id, kind, low, high)
+
+    def _loaded_rows(self, partition_id: str | Sequence[str], kind: str) -> DataFrame | None:
+        """The rows of ``kind`` in partitions the batch holds in memory (its writes included), as a frame;
+        None when one of them is not loaded."""
         wanted = [partition_id] if isinstance(partition_id, str) else list(partition_id)
         if wanted and self._in_memory(wanted):
             rows = [bucketed(row) for p in wanted for row in self._rows(p, kind)]
             return json_frame(self.spark, rows, STATE_SCHEMA)
-        return super().partition(partition_id, kind)
+        return None
 
     # --- reads --------------------------------------------------------------------------------------
 

@@ -119,8 +119,13 @@ class PrefetchedSnapshot:
         table (a batch's writes lie over it). Callers still filter the rows."""
         if not self.reads_stored_rows():
             return self.frame()
+        return self.stored_frame_of(queries)
+
+    def stored_frame_of(self, queries: Sequence[FileQuery]) -> DataFrame:
+        """``frame_of`` for the table as stored at this version, whatever lies over ``frame()``: the
+        kept files ``queries`` may hold, or Delta's read of the version."""
         table = logged_table(self.spark, self.table_path, self.version, queries)
-        return table if table is not None else self.frame()
+        return table if table is not None else PrefetchedSnapshot.frame(self)
 
     def reads_stored_rows(self) -> bool:
         """True when ``frame()`` is the table as stored at the snapshot's version (no overlay)."""

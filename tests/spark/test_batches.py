@@ -175,7 +175,7 @@ def test_a_partition_found_too_big_to_load_is_read_through_spark_by_later_batche
     store = make_store(clock=ManualClock(T0))
     for n in range(1, 5):
         store.execute("XADD", "s", f"{n}-1", "f", "v")
-    store.execute("XLEN", "s")  # reads the new version's log state, which the batches below then share
+    store.execute("XLEN", "s")  # both batches below start at this version, its files already kept
 
     def batch() -> tuple[int, list[Any]]:
         pipe = store.pipeline(load_limit=2).execute_command("XLEN", "s")

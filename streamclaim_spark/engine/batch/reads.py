@@ -15,6 +15,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import (
     ConsumerMeta,
@@ -23,7 +24,7 @@ from streamclaim_spark.core.model import (
     Scan,
     StreamMeta,
 )
-from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.partitions import ALL_KINDS, group_partition, stream_partition
 from streamclaim_spark.engine.batch.rows import (
     Key,
     Owner,
@@ -129,7 +130,8 @@ class BatchReads(Snapshot):
 
     def _probe(self, partitions: Sequence[str]) -> list[Any]:
         """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load)."""
-        return super().frame().where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
+        stored = self.stored_frame_of([FileQuery(tuple(sorted(set(partitions))), ALL_KINDS)])
+        return stored.where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
 
     def _keep(self, partitions: Sequence[str], rows: Sequence[Any]) -> None:
         """Holds ``rows``, all the rows of ``partitions``, in memory, with the batch's changes over them."""

@@ -2,8 +2,8 @@
 
 Each check compares ``logged_files.files_at`` with Delta's ``Snapshot.allFiles`` at the same version,
 after writes that add, rewrite and remove files, for a table written anew at the same path, and where
-the kept files are too far behind to be brought forward; and a transaction's listing with Delta's
-``filterFiles`` for the same filter.
+the kept files are too far behind to be brought forward; a transaction's listing with Delta's
+``filterFiles`` for the same filter; and a read over the kept files (``logged_table``) with Delta's read.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chispa import assert_df_equality
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -23,8 +24,9 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import bucket_of, group_partition
 from streamclaim_spark.state import logged_files
-from streamclaim_spark.state.delta_io import delta_log
+from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, java_list, pruning_filters
+from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.schema import file_condition
 from streamclaim_spark.state.tables import table_path
 from tests.clock import ManualClock
@@ -157,3 +159,23 @@ def test_after_a_checkpoint_the_files_come_from_deltas_state_and_then_from_the_c
         assert logged(spark, path) == delta_files(spark, path)
     assert Path(path, "_delta_log", "_last_checkpoint").exists()
     assert reads  # a kept version before the checkpoint could not be checked: Delta's state was read
+
+
+def test_a_read_over_the_kept_files_gives_deltas_rows_and_an_older_version_is_left_to_delta(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    path = table_path(store.path, C.STATE_TABLE_DIR)
+    version = int(updated_snapshot(spark, path).version())
+    first = first_id(store)
+    low, high = StreamId(first.ms, first.seq + 600), StreamId(first.ms, first.seq + 649)
+    partition = group_partition("s", "g")  # rows 500-999 still pending after the test above
+    query = FileQuery((partition,), (C.KIND_PENDING,), low, high)
+    condition = file_condition(query)  # its ID range too
+    kept = logged_table(spark, path, version, [query])
+    assert kept is not None
+    delta = spark.read.format("delta").option("versionAsOf", version).load(path)
+
+    assert kept.where(condition).count() == 50
+    assert_df_equality(kept.where(condition), delta.where(condition), ignore_row_order=True)
+    assert 0 < len(kept.where(condition).inputFiles()) < len(delta.inputFiles())
+    assert logged_table(spark, path, version - 1, [query]) is None  # time travel: Delta's read

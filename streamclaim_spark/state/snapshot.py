@@ -63,7 +63,7 @@ class Snapshot(PrefetchedSnapshot):
         """The rows of ``kind`` in one partition or several, from only the files that may hold them (IDs
         in [``low``, ``high``] when given; the caller filters the rows by them): the reads below, whose
         every filter is known here."""
-        partitions = (partition_id,) if isinstance(partition_id, str) else tuple(sorted(set(partition_id)))
+        partitions = (partition_id,) if isinstance(partition_id, str) else tuple(partition_id)
         return self.frame_of([FileQuery(partitions, (kind,), low, high)]).where(kind_in(partition_id, kind))
 
     # --- heads ----------------------------------------------------------------------------------

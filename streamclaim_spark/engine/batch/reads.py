@@ -130,7 +130,7 @@ class BatchReads(Snapshot):
 
     def _probe(self, partitions: Sequence[str]) -> list[Any]:
         """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load)."""
-        stored = self.stored_frame_of([FileQuery(tuple(sorted(set(partitions))), ALL_KINDS)])
+        stored = self.stored_frame_of([FileQuery(tuple(partitions), ALL_KINDS)])
         return stored.where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
 
     def _keep(self, partitions: Sequence[str], rows: Sequence[Any]) -> None:

@@ -24,11 +24,10 @@ Measured on 1M entries (docs/BENCHMARKS.md, "Appends as appends"): bulk append 1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -38,10 +37,11 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.named_ids import box_width
-from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
+from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
 from streamclaim_spark.engine.named_removal import ids_frame, taken_on_driver
-from streamclaim_spark.errors import InvalidArgumentError, StaleSnapshotError
+from streamclaim_spark.engine.written_rows import DRIVER_ROWS_MAX, WRITE_ORDER, rewrite_written_rows
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.commit_settings import (
     AUTO_COMPACT,
     AUTO_COMPACT_MIN_NUM_FILES,
@@ -49,7 +49,6 @@ from streamclaim_spark.state.commit_settings import (
     commit_settings,
     small_file_bytes,
 )
-from streamclaim_spark.state.conflicts import STALE_SNAPSHOT_MARKER
 from streamclaim_spark.state.delta_txn import (
     FILE_PATH,
     TXN_APP_ID,
@@ -60,14 +59,8 @@ from streamclaim_spark.state.delta_txn import (
     row_count,
     supports_transactions,
 )
-from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_rows
-from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
+from streamclaim_spark.state.schema import COLUMN_NAMES, bucket_column
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
-
-# The order rows are written in, unless their producer already gives them so: each file then covers
-# one bucket's rows by partition, kind and ID, and reads by ID range skip files by their statistics.
-_WRITE_ORDER = (C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
-
 
 # The operation Delta records for a commit of files (``DeltaTransaction.commit``): a WRITE, whose
 # metrics count the files and rows it wrote, copies included, not the rows the plan changed.
@@ -75,46 +68,63 @@ FILES_OPERATION = "WRITE"
 
 
 def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = False) -> bool:
-    """True when ``plan`` commits here: it appends or removes rows, or writes heads in bulk (thousands of
-    head and consumer rows, ``transaction.is_heads_in_bulk``), has no other bulk change, and its row
-    writes are plain writes of heads and consumers (no delete, no claim), on a classic session."""
-    return (
-        bool(plan.appends or plan.removals or plan.rewrites or heads_in_bulk)
-        and not plan.frames
-        and plan.update is None
-        and supports_transactions(spark)
-        and all(_is_plain_head_write(write) for write in plan.writes)
-    )
+    """True when ``plan`` commits here, on a classic session: a command's row writes alone, or rows
+    appended, removed or rewritten, or heads in bulk (thousands of head and consumer rows,
+    ``transaction.is_heads_in_bulk``), whose row writes are then plain writes of heads and consumers (no
+    delete, no claim); no frame for a MERGE, no UPDATE."""
+    if plan.frames or plan.update is not None or not supports_transactions(spark):
+        return False
+    if plan.appends or plan.removals or plan.rewrites or heads_in_bulk:
+        return all(_is_plain_head_write(write) for write in plan.writes)
+    return bool(plan.writes)
+
+
+class MergeInstead:
+    """What ``commit_files`` returns, having committed nothing, when a command's writes reach files too
+    big to rewrite on the driver (``written_rows.DRIVER_ROWS_MAX``) or holding a deletion vector: the
+    plan commits by MERGE instead (transaction.py)."""
+
+
+MERGE_INSTEAD = MergeInstead()
 
 
 def _is_plain_head_write(write: Write) -> bool:
     return not write.delete and write.claim is None and write.row.get(C.ROW_KIND) in APART_KINDS
 
 
-def commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
+def commit_files(
+    spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int
+) -> int | MergeInstead | None:
     """Commits ``plan`` (``commits_as_files`` holds) as one Delta transaction; returns its version, or None
-    when the plan only removes rows and none of them existed (nothing is committed, as XACK of IDs
-    that are not pending changes nothing)."""
+    when the plan changes no row (nothing is committed, as XACK of IDs that are not pending changes
+    nothing), or ``MERGE_INSTEAD``."""
     with active_session(spark):
         return _commit_files(spark, table_path, plan, operation, rows_per_file)
 
 
-def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
+def _commit_files(
+    spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int
+) -> int | MergeInstead | None:
     apply_settings(spark, commit_settings(operation, small=False, rows_per_file=rows_per_file))
     txn = DeltaTransaction(spark, table_path)
     writer = _idempotent_writer(spark)
     if writer is not None and txn.recorded_version(writer[0]) >= writer[1]:
         return None  # this writer's version is already in the table (a replayed streaming batch)
-    head_files, head_rows = _rewrite_heads(spark, txn, plan.writes)
+    only_writes = not (plan.appends or plan.removals or plan.rewrites)
+    overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None)
+    if overlaid is None:
+        return MERGE_INSTEAD
+    if only_writes and not overlaid.replaced and overlaid.rows is None:
+        return None  # every write leaves its row as it was (e.g. a claim of a row no longer idle)
     # One write per frame: rows of one bucket given as a literal need no sort by bucket, which a union
-    # with other rows would make Delta add over all of them (a sort of every appended row). The heads go
-    # first: the commit's operation metrics (numOutputRows, numFiles) are its last write's. Appended
-    # rows are written in the order their producer gives (appends keep their rows ID-ordered).
-    added = txn.write(head_rows) if head_rows is not None else []
+    # with other rows would make Delta add over all of them (a sort of every appended row). The written
+    # rows go first: the commit's operation metrics (numOutputRows, numFiles) are its last write's.
+    # Appended rows are written in the order their producer gives (appends keep their rows ID-ordered).
+    added = txn.write(overlaid.rows) if overlaid.rows is not None else []
     for position, frame in enumerate(plan.appends):
         rows = table_rows(frame)
         if position not in plan.ordered_appends:
-            rows = rows.sortWithinPartitions(*_WRITE_ORDER)
+            rows = rows.sortWithinPartitions(*WRITE_ORDER)
         added.extend(txn.write(rows))
     rewritten: list[Any] = []
     if len(plan.removals) + len(plan.rewrites) > 1:  # two could rewrite one file twice, each undoing the other
@@ -129,7 +139,7 @@ def _commit_files(spark: SparkSession, table_path: str, plan: Plan, operation: s
         rewritten.extend(files)
     if _changes_nothing(plan):
         return None  # the files written are referenced by no commit; VACUUM removes them
-    removed = [*head_files, *rewritten]
+    removed = [*overlaid.replaced, *rewritten]
     if not rows_per_file:  # no cap, no small-file threshold of ours: Delta decides on compaction alone
         return txn.commit(added, removed, writer)
     below = small_file_bytes(rows_per_file)
@@ -165,57 +175,6 @@ def table_rows(frame: DataFrame) -> DataFrame:
     """``frame``'s rows with every column of the state table (missing ones null), each in its bucket."""
     rows = source_of(frame).select(*COLUMN_NAMES)
     return rows.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
-
-
-def _rewrite_heads(
-    spark: SparkSession, txn: DeltaTransaction, plan_writes: Sequence[Write]
-) -> tuple[list[Any], DataFrame | None]:
-    """The files that may hold the head and consumer rows the writes change (by bucket and partition
-    statistics), and their rows rewritten: the plan's rows in place of or beside theirs, the others as
-    they were.
-
-    Head files hold few rows (heads and consumers only), so they are collected and overlaid on the
-    driver, and the guard is checked there (``_check_guards``), instead of a DataFrame of joins whose
-    analysis alone took 0.25-0.35 s per commit and whose one write task took 5.6 s for 20,000 heads
-    (docs/BENCHMARKS.md, "Heads rewritten on the driver").
-    """
-    writes = list({write.key(): write for write in plan_writes}.values())  # the last write to a key wins
-    if not writes:
-        return [], None
-    partitions = sorted({write.partition for write in writes})
-    kinds = sorted({str(write.row[C.ROW_KIND]) for write in writes})
-    files = txn.files_in(FileQuery(tuple(partitions), tuple(kinds)))
-    existing = driver_rows(spark, txn.path, files)
-    if existing is None:  # a deletion vector: Delta's read
-        existing = txn.read_files(files).toArrow().cast(ARROW_SCHEMA)
-    stored = list(zip(*(existing.column(name).to_pylist() for name in C.KEY_COLUMNS), strict=True))
-    _check_guards(writes, {key: position for position, key in enumerate(stored)}, existing)
-    written = {write.key() for write in writes}
-    kept = existing.filter(pa.array([key not in written for key in stored], pa.bool_()))
-    new_rows = pa.Table.from_pylist([_with_bucket(write.row) for write in writes], schema=ARROW_SCHEMA)
-    # Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave.
-    rows = pa.concat_tables([kept, new_rows]).sort_by([(name, "ascending", "at_start") for name in _WRITE_ORDER])
-    return files, spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1)
-
-
-def _check_guards(writes: Sequence[Write], stored: dict[tuple[Any, ...], int], existing: pa.Table) -> None:
-    """Raises the guard's lost race when a guarded row's version is not the one the command read, or
-    the row exists where the command found none, or is gone: the MERGE guard's rule."""
-    versions = existing.column(C.VERSION).to_pylist()
-    for write in writes:
-        if not write.guard:
-            continue
-        position = stored.get(write.key())
-        current = None if position is None else versions[position]
-        if (position is not None) if write.expect_version is None else current != write.expect_version:
-            raise StaleSnapshotError(
-                f"{STALE_SNAPSHOT_MARKER}: {write.row[C.ROW_KIND]} row of {write.partition} is at version "
-                f"{current}, the command read {write.expect_version}"
-            )
-
-
-def _with_bucket(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {**row, C.BUCKET: bucket_of(str(row[C.PARTITION_ID]), str(row[C.ROW_KIND]))}
 
 
 def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tuple[list[Any], list[Any]]:

@@ -1,7 +1,10 @@
 """Commits a command's writes as one guarded Delta MERGE (or one in-place UPDATE), and reads back its version.
 
-A plan whose bulk rows are new by construction (``Plan.appends``) or removed by ID (``Plan.removals``)
-commits instead as one transaction of files (file_commit.py), on a session that allows it.
+On a session that allows it (classic), a plan of row writes alone, or whose bulk rows are new by
+construction (``Plan.appends``), removed by ID (``Plan.removals``) or changed in place
+(``Plan.rewrites``), commits instead as one transaction of files (file_commit.py): the MERGE's clauses
+applied on the driver to the few files the writes reach (written_rows.py). The MERGE stays for Spark
+Connect, for frames of source rows, and for writes reaching more rows than the driver rewrites.
 
 Every partition of the state table has one head row (a stream's or a group's) with a ``version``.
 A command reads a snapshot, decides, and commits one MERGE that (1) checks that every head it decided
@@ -24,7 +27,13 @@ from pyspark.sql import functions as F
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, buckets_of
-from streamclaim_spark.engine.file_commit import FILES_OPERATION, commit_files, commits_as_files, removal_deletes
+from streamclaim_spark.engine.file_commit import (
+    FILES_OPERATION,
+    MergeInstead,
+    commit_files,
+    commits_as_files,
+    removal_deletes,
+)
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,
@@ -107,7 +116,10 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
 
 def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int) -> int | None:
     if commits_as_files(spark, plan, heads_in_bulk=is_heads_in_bulk(plan)):
-        return commit_files(spark, table_path, plan, operation, rows_per_file)
+        version = commit_files(spark, table_path, plan, operation, rows_per_file)
+        if not isinstance(version, MergeInstead):
+            return version
+        # writes reaching big files: the MERGE below joins them in Spark
     # Cleared first, so a MERGE that changes nothing (Delta then skips the commit) is told apart.
     spark.conf.unset(_LAST_COMMIT_VERSION)
     if plan.update is not None:

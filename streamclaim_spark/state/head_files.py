@@ -33,11 +33,19 @@ ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)
 def driver_rows(spark: SparkSession, table_path: str, files: Sequence[Any]) -> pa.Table | None:
     """Every row of ``files`` (``AddFile``s of the table at ``table_path``) in the state table's schema,
     read on the driver; None when one has a deletion vector (its hidden rows need Delta's read)."""
+    tables = driver_tables(spark, table_path, files)
+    if tables is None:
+        return None
+    return pa.concat_tables(tables) if tables else ARROW_SCHEMA.empty_table()
+
+
+def driver_tables(spark: SparkSession, table_path: str, files: Sequence[Any]) -> list[pa.Table] | None:
+    """The rows of each of ``files`` in the state table's schema, a table per file in their order, read
+    on the driver; None when one has a deletion vector."""
     if not readable_on_driver(spark, files):
         return None
     tables = read_on_driver(spark, table_path, files)
-    rows = [_in_state_schema(table, bucket_of(file)) for table, file in zip(tables, files, strict=True)]
-    return pa.concat_tables(rows) if rows else ARROW_SCHEMA.empty_table()
+    return [_in_state_schema(table, bucket_of(file)) for table, file in zip(tables, files, strict=True)]
 
 
 def head_rows_at(

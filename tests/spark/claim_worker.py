@@ -5,7 +5,8 @@ It talks to the parent through stdout, one line per event, flushed at once:
 
 * ``ready``: the session is built and the store opened; with ``--wait-go`` it then waits for a line on
   stdin before claiming, so several workers can be released at the same moment;
-* ``merging``: the command's Delta MERGE has been handed to the JVM (printed on every attempt);
+* ``committing``: the command's commit has been handed to the JVM, a Delta MERGE or the first write of
+  a commit of files (printed on every attempt);
 * ``result <json>``: ``{"reply": ..., "attempts": n, "version": v}`` once the command returned.
 
 Spark's own logging goes to stderr.
@@ -25,18 +26,27 @@ def _say(line: str) -> None:
     sys.stdout.flush()
 
 
-def _announce_merges() -> None:
-    """Prints ``merging`` whenever a Delta MERGE starts executing (the commit of a command: Spark's
-    ``DataFrame.mergeInto``, which the store's commits go through, delta_io.merge_into)."""
+def _announce_commits() -> None:
+    """Prints ``committing`` whenever a commit starts executing in the JVM: a Delta MERGE (Spark's
+    ``DataFrame.mergeInto``, delta_io.merge_into) or a write of a commit of files (``DeltaTransaction.write``,
+    engine/file_commit.py), whichever the command's plan commits by."""
     from pyspark.sql.merge import MergeIntoWriter
 
-    original = MergeIntoWriter.merge
+    from streamclaim_spark.state.delta_txn import DeltaTransaction
+
+    original_merge = MergeIntoWriter.merge
+    original_write = DeltaTransaction.write
 
     def merge(self: Any) -> Any:
-        _say("merging")
-        return original(self)
+        _say("committing")
+        return original_merge(self)
+
+    def write(self: Any, rows: Any) -> Any:
+        _say("committing")
+        return original_write(self, rows)
 
     MergeIntoWriter.merge = merge  # type: ignore[method-assign]
+    DeltaTransaction.write = write  # type: ignore[method-assign]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -66,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}", conf=TEST_SPARK_CONF)
     store = StreamStore.open(args.path, spark=spark, clock=lambda: args.clock)
-    _announce_merges()
+    _announce_commits()
     _say("ready")
     if args.wait_go:
         sys.stdin.readline()

@@ -431,7 +431,7 @@ def test_two_spark_drivers_autoclaiming_the_same_entries_claim_each_exactly_once
     watch.lap("starting the child's driver")
     ours = StreamStore.open(store.path, spark=spark, clock=lambda: now)
     child.go()
-    child.expect("merging")
+    child.expect("committing")
     reply = ours.execute("XAUTOCLAIM", "s", "g", "parent", MIN_IDLE, "0", "COUNT", "2000")
     results = {"parent": {"reply": reply, "attempts": ours.last_attempts, "version": ours.last_commit_version}}
     results["child"] = child.result()
@@ -491,7 +491,7 @@ def test_a_driver_killed_during_a_batch_with_a_claim_leaves_it_all_or_nothing_an
     workers.append(worker)
     worker.expect("ready")
     watch.lap("starting the driver")
-    worker.expect("merging")
+    worker.expect("committing")
     watch.lap("planning the claim")
     # Kill as soon as the MERGE has started writing files into the table: mid-commit by construction.
     written = _wait_for_new_files(store.state_path, files_before, worker)

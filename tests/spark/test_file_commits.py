@@ -335,3 +335,44 @@ def test_a_commit_of_files_asks_for_auto_compaction_once_a_bucket_it_adds_to_hol
     operations = [log_entry(store, version)["info"]["operation"] for version in range(first, state_version(store) + 1)]
     assert operations == ["WRITE", "WRITE", "OPTIMIZE"]
     assert store.execute("XRANGE", name, "-", "+") == [[f"{T0}-{seq}", ["n", str(seq)]] for seq in range(3)]
+
+
+def non_head_files(files: list[tuple[str, dict[str, Any], str]]) -> list[tuple[str, int]]:
+    """(bucket, rows) of the entry and PEL files among a log entry's added or removed files."""
+    return [(bucket, stats["numRecords"]) for bucket, stats, _ in files if not bucket.startswith(APART_PREFIX)]
+
+
+def test_a_command_commits_as_files_rewriting_only_the_pel_file_that_holds_its_id(store: StreamStore) -> None:
+    target = [row.id for row in pel_rows(store, "s", "g")][500]
+
+    assert store.execute("XACK", "s", "g", target) == 1
+
+    assert store.last_commit_version is not None
+    entry = log_entry(store, store.last_commit_version)
+    assert entry["info"]["operation"] == "WRITE"
+    [(bucket, rows)] = non_head_files(entry["removed"])
+    assert non_head_files(entry["added"]) == [(bucket, rows - 1)]
+    assert target not in {row.id for row in pel_rows(store, "s", "g")}
+
+
+def test_a_command_s_insert_is_a_file_of_its_own_and_reads_no_entry_file(store: StreamStore) -> None:
+    added = store.execute("XADD", "s", "*", "f", "v")
+
+    assert store.last_commit_version is not None
+    entry = log_entry(store, store.last_commit_version)
+    assert (entry["info"]["operation"], non_head_files(entry["removed"])) == ("WRITE", [])
+    assert non_head_files(entry["added"]) == [(bucket_of(stream_partition("s"), C.KIND_ENTRY), 1)]
+    assert store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1") == [[added, ["f", "v"]]]
+
+
+def test_writes_reaching_more_stored_rows_than_the_driver_rewrites_commit_by_merge(
+    store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(file_commit, "DRIVER_ROWS_MAX", 10)
+    target = [row.id for row in pel_rows(store, "s", "g")][600]
+
+    assert store.execute("XACK", "s", "g", target) == 1
+
+    assert store.last_commit_version is not None
+    assert log_entry(store, store.last_commit_version)["info"]["operation"] == "MERGE"
+    assert target not in {row.id for row in pel_rows(store, "s", "g")}

@@ -1,7 +1,7 @@
 """Heads and consumers in files of their own (issue 44): what a commit copies, and the upgrade to it.
 
-Each budget is read from the commit's own ``operationMetrics`` (``numTargetRowsCopied``: rows a commit
-rewrote unchanged because they shared a file with a row it changed), never timed. Before heads were
+Each budget is read from the commit's own log entry (the buckets of the files it removed and added, the
+rows it wrote), never timed. Before heads were
 apart, each of these commits copied the 99,999 neighbours of the head it bumped.
 """
 
@@ -19,8 +19,7 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.cli import recover
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config_loader import load_config
-from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, group_partition, stream_partition
-from streamclaim_spark.engine.transaction import commit_metrics
+from streamclaim_spark.core.partitions import APART_KINDS, APART_PREFIX, bucket_of, group_partition, stream_partition
 from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.claims.claiming import claim_stale
 from streamclaim_spark.fleet.claims.selection import StaleSelection
@@ -52,34 +51,51 @@ def big(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> Stream
     return store
 
 
-def last_commit(store: StreamStore) -> dict[str, int]:
-    state = table_path(store.path, C.STATE_TABLE_DIR)
-    return commit_metrics(store.spark, state, latest_version(store.spark, state))
+def last_commit(store: StreamStore) -> tuple[list[str], list[str], int]:
+    """The newest commit's buckets of the files it removed, of the files it added, and the rows it wrote."""
+    state = Path(table_path(store.path, C.STATE_TABLE_DIR))
+    log = state / "_delta_log" / f"{latest_version(store.spark, str(state)):020d}.json"
+    removed: list[str] = []
+    added: list[str] = []
+    written = 0
+    for line in log.read_text().splitlines():
+        action = json.loads(line)
+        if "remove" in action:
+            removed.append(action["remove"]["partitionValues"][C.BUCKET])
+        if "add" in action:
+            added.append(action["add"]["partitionValues"][C.BUCKET])
+            written += json.loads(action["add"]["stats"])["numRecords"]
+    return removed, added, written
+
+
+def small_rows_of(store: StreamStore, partition: str, kind: str) -> int:
+    """The rows of the ``h`` bucket holding ``partition``'s rows of ``kind``: heads and consumers only."""
+    return store.snapshot().frame().where(F.col(C.BUCKET) == bucket_of(partition, kind)).count()
 
 
 def test_xgroup_create_on_a_stream_of_100000_entries_copies_no_entry(big: StreamStore) -> None:
+    before = small_rows_of(big, stream_partition("big"), C.KIND_STREAM)
+
     assert big.execute("XGROUP", "CREATE", "big", "late", "$") == "OK"
 
-    metrics = last_commit(big)
-    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (
-        1,  # the stream head (its group names)
-        1,  # the group head
-    )
-    # What it copies are other heads in the stream head's file (the fleet's, which bulk commits of
-    # files rewrite together with it), never an entry: the bucket holds a handful of small rows.
-    small_rows = big.snapshot().frame().where(F.col(C.BUCKET) == bucket_of(stream_partition("big"), C.KIND_STREAM))
-    assert metrics["numTargetRowsCopied"] < small_rows.count() <= FLEET + 1
+    removed, added, written = last_commit(big)
+    # The stream head's file is rewritten (the head gains the group) with what lies beside it there:
+    # the fleet's heads, which bulk commits of files rewrite together with it, never an entry; the
+    # group head is new.
+    assert {bucket[0] for bucket in [*removed, *added]} == {APART_PREFIX}
+    assert written <= before + 1 <= FLEET + 2
 
 
 def test_adding_a_consumer_to_a_group_with_100000_pending_entries_copies_no_pel_row(big: StreamStore) -> None:
+    before = small_rows_of(big, group_partition("big", "g"), C.KIND_GROUP)
+
     assert big.execute("XGROUP", "CREATECONSUMER", "big", "g", "alive") == 1
 
-    metrics = last_commit(big)
+    removed, added, written = last_commit(big)
     # The group's head file is rewritten (its version moves) with what lies beside it there: consumer
     # ``dead``, never one of the PEL rows.
-    small_rows = big.snapshot().frame().where(F.col(C.BUCKET) == bucket_of(group_partition("big", "g"), C.KIND_GROUP))
-    assert metrics["numTargetRowsCopied"] < small_rows.count() < 10
-    assert (metrics["numTargetRowsUpdated"], metrics["numTargetRowsInserted"]) == (1, 1)
+    assert {bucket[0] for bucket in [*removed, *added]} == {APART_PREFIX}
+    assert written == before + 1 < 10
 
 
 def test_create_groups_over_a_fleet_copies_no_entry(big: StreamStore) -> None:
@@ -87,10 +103,9 @@ def test_create_groups_over_a_fleet_copies_no_entry(big: StreamStore) -> None:
 
     assert big.create_groups([(key, "fleet", "0", False) for key in streams]) == FLEET + 1
 
-    metrics = last_commit(big)
-    # Every stream head gains the group; heads of streams outside a bulk call would be the only copies.
-    assert (metrics["numTargetRowsCopied"], metrics["numTargetRowsUpdated"]) == (0, FLEET + 1)
-    assert metrics["numTargetRowsInserted"] == FLEET + 1
+    removed, added, _ = last_commit(big)
+    # Every stream head gains the group: only head files are read and written.
+    assert {bucket[0] for bucket in [*removed, *added]} == {APART_PREFIX}
 
 
 def test_every_head_and_consumer_lies_in_an_h_bucket_and_no_other_row_does(big: StreamStore) -> None:

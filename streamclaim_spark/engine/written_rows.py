@@ -1,0 +1,158 @@
+"""The data files that may hold a plan's row writes, rewritten on the driver with the writes applied.
+
+A command writes a few rows: its heads, a consumer, a few entries or PEL rows. A MERGE of them took
+1.5-2.4 s whatever their number (a consumer added to a group of a 1,000-entry stream: 2.4 s; as files
+0.85 s, docs/BENCHMARKS.md "A command's commit as files"): it plans a join, scans the files its
+condition keeps, and writes in Spark. Here the files the writes' keys may lie in (their bucket,
+partition and ID statistics) are read on the driver by pyarrow, the MERGE's clauses are applied to
+the rows they hold (core/write_rules.py), and only the files whose rows change are written again, in
+one local frame with the rows the writes insert. A write that inserts (a new entry, a delivery's PEL
+row) finds no file holding its ID and rewrites none.
+
+Heads in bulk (``create_groups``' thousands of head rows) take the same way: head files hold heads and
+consumers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.ids import StreamId, from_stored
+from streamclaim_spark.core.model import Write
+from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
+from streamclaim_spark.core.write_rules import Key, Row, apply_writes, last_write_per_key
+from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
+from streamclaim_spark.state.driver_files import readable_on_driver
+from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_tables
+from streamclaim_spark.state.schema import STATE_SCHEMA
+
+# The order rows are written in: each file then covers one bucket's rows by partition, kind and ID,
+# and reads by ID range skip files by their statistics.
+WRITE_ORDER = (C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
+
+# Most stored rows a command's writes are applied to on the driver; past it (writes spread over many
+# full files of a big PEL) the MERGE joins them in Spark. A full file is ``DEFAULT_ROWS_PER_FILE``.
+DRIVER_ROWS_MAX = 250_000
+
+
+@dataclass(frozen=True)
+class WrittenRows:
+    """What the writes change: the files whose rows change (the commit removes them) and their rows
+    after the writes with the rows the writes insert (None: no row to write)."""
+
+    replaced: list[Any]
+    rows: DataFrame | None
+
+
+NOTHING_WRITTEN = WrittenRows([], None)
+
+
+def rewrite_written_rows(
+    spark: SparkSession, txn: DeltaTransaction, plan_writes: Sequence[Write], max_rows: int | None = None
+) -> WrittenRows | None:
+    """The files ``plan_writes`` change and their rows after them (see the module's text).
+
+    Raises ``StaleSnapshotError`` for a guard whose row moved (a lost race), as the MERGE's guard does.
+    With ``max_rows``, None when the files that may hold the writes hold more rows, or a deletion
+    vector: the caller then commits by MERGE. Without it such files are read through Delta.
+    """
+    writes = last_write_per_key(plan_writes)
+    if not writes:
+        return NOTHING_WRITTEN
+    files = _files_of(txn, writes)
+    if max_rows is not None and (
+        sum(row_count(file) for file in files) > max_rows or not readable_on_driver(spark, files)
+    ):
+        return None
+    groups = _stored_groups(spark, txn, files)
+    located = _locate(groups, writes)
+    stored = {key: groups[group][1].slice(position, 1).to_pylist()[0] for key, (group, position) in located.items()}
+    changes = apply_writes(stored, writes)
+    if not changes:
+        return NOTHING_WRITTEN
+    dropped: dict[int, set[int]] = {}
+    for key in changes:
+        if key in located:
+            group, position = located[key]
+            dropped.setdefault(group, set()).add(position)
+    kept = [_without_positions(groups[group][1], positions) for group, positions in sorted(dropped.items())]
+    new_rows = pa.Table.from_pylist(
+        [_with_bucket(row) for row in changes.values() if row is not None], schema=ARROW_SCHEMA
+    )
+    # Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave.
+    rows = pa.concat_tables([*kept, new_rows]).sort_by([(name, "ascending", "at_start") for name in WRITE_ORDER])
+    replaced = [file for group in sorted(dropped) for file in groups[group][0]]
+    frame = spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1) if rows.num_rows else None
+    return WrittenRows(replaced, frame)
+
+
+def _files_of(txn: DeltaTransaction, writes: Sequence[Write]) -> list[Any]:
+    """The files (recorded as read) that may hold a row some write names: the head and consumer files
+    of its partitions, and the entry and PEL files whose IDs span its ID."""
+    queries: list[FileQuery] = []
+    apart = [write for write in writes if write.row[C.ROW_KIND] in APART_KINDS]
+    if apart:
+        partitions = tuple(sorted({write.partition for write in apart}))
+        queries.append(FileQuery(partitions, tuple(sorted({str(write.row[C.ROW_KIND]) for write in apart}))))
+    for kind in (C.KIND_ENTRY, C.KIND_PENDING):
+        of_kind = [write for write in writes if write.row[C.ROW_KIND] == kind]
+        if of_kind:
+            ids = sorted((int(write.row[C.ID_MS]), int(write.row[C.ID_SEQ])) for write in of_kind)
+            low, high = (StreamId(from_stored(ms), from_stored(seq)) for ms, seq in (ids[0], ids[-1]))
+            queries.append(FileQuery(tuple(sorted({write.partition for write in of_kind})), (kind,), low, high))
+    files: dict[str, Any] = {}
+    for query in queries:
+        for file in txn.files_in(query):
+            files.setdefault(str(file.path()), file)
+    return list(files.values())
+
+
+def _stored_groups(
+    spark: SparkSession, txn: DeltaTransaction, files: Sequence[Any]
+) -> list[tuple[list[Any], pa.Table]]:
+    """The files' rows, a group per file read on the driver; all in one group when Delta must read them
+    (a deletion vector), so that a change to any of their rows rewrites them all."""
+    tables = driver_tables(spark, txn.path, files)
+    if tables is not None:
+        return [([file], table) for file, table in zip(files, tables, strict=True)]
+    return [(list(files), txn.read_files(files).toArrow().cast(ARROW_SCHEMA))] if files else []
+
+
+def _locate(groups: Sequence[tuple[list[Any], pa.Table]], writes: Sequence[Write]) -> dict[Key, tuple[int, int]]:
+    """Where the stored row of each write's key lies: (group, row position). Rows are narrowed by
+    partition and ID in Arrow first, so only a few rows of a file of 100,000 become Python tuples."""
+    partitions = pa.array(sorted({write.partition for write in writes}), pa.string())
+    id_ms = pa.array(
+        sorted({int(write.row[C.ID_MS]) for write in writes if write.row.get(C.ID_MS) is not None}), pa.int64()
+    )
+    wanted = {write.key() for write in writes}
+    located: dict[Key, tuple[int, int]] = {}
+    for group, (_, table) in enumerate(groups):
+        ms = table.column(C.ID_MS)
+        near = pc.and_(
+            pc.is_in(table.column(C.PARTITION_ID), value_set=partitions),
+            pc.or_(pc.is_null(ms), pc.is_in(ms, value_set=id_ms)),
+        )
+        positions = pc.indices_nonzero(near)
+        keys = table.select(list(C.KEY_COLUMNS)).take(positions).to_pylist()
+        for position, stored in zip(positions.to_pylist(), keys, strict=True):
+            key = tuple(stored[name] for name in C.KEY_COLUMNS)
+            if key in wanted:
+                located[key] = (group, position)
+    return located
+
+
+def _without_positions(table: pa.Table, positions: set[int]) -> pa.Table:
+    return table.filter(pa.array([position not in positions for position in range(table.num_rows)], pa.bool_()))
+
+
+def _with_bucket(row: Mapping[str, Any]) -> Row:
+    return {**row, C.BUCKET: bucket_of(str(row[C.PARTITION_ID]), str(row[C.ROW_KIND]))}

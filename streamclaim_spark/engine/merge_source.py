@@ -16,6 +16,7 @@ from pyspark.sql.types import BooleanType, LongType, StructField, StructType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Write
+from streamclaim_spark.core.write_rules import last_write_per_key
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA
 
@@ -51,10 +52,7 @@ _CLAIM_COLUMNS = (CLAIM_LIVE, CLAIM_CUTOFF, CLAIM_STEPS, CLAIM_RETRY, CLAIM_JUST
 
 def source_rows(writes: Iterable[Write]) -> list[tuple[Any, ...]]:
     """The MERGE source rows for ``writes``; the last write to a key wins, as in a sequential program."""
-    by_key: dict[tuple[Any, ...], Write] = {}
-    for write in writes:
-        by_key[write.key()] = write
-    return [_source_row(write) for write in by_key.values()]
+    return [_source_row(write) for write in last_write_per_key(list(writes))]
 
 
 def local_source(spark: SparkSession, rows: Sequence[tuple[Any, ...]]) -> DataFrame:

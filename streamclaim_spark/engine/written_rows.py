@@ -28,7 +28,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId, from_stored
 from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
-from streamclaim_spark.core.write_rules import Key, Row, apply_writes, last_write_per_key
+from streamclaim_spark.core.write_rules import Key, Row, apply_writes
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
 from streamclaim_spark.state.driver_files import readable_on_driver
 from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_tables
@@ -64,7 +64,7 @@ def rewrite_written_rows(
     With ``max_rows``, None when the files that may hold the writes hold more rows, or a deletion
     vector: the caller then commits by MERGE. Without it such files are read through Delta.
     """
-    writes = last_write_per_key(plan_writes)
+    writes = list(plan_writes)  # apply_writes keeps the last write to each key; a key twice lists no more files
     if not writes:
         return NOTHING_WRITTEN
     files = _files_of(txn, writes)

@@ -246,7 +246,7 @@ class StreamStore:
         return claims.claim_stale(self.runner, selection, new_owner, just_id=just_id, dry_run=dry_run)
 
     def claim_batch(self, requests: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
-        """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE (see claims.claim_batch); its ``replies``
+        """Runs many XCLAIM/XAUTOCLAIM requests in one commit (see claims.claim_batch); its ``replies``
         hold payloads as ``execute`` would (decode_responses)."""
         result = claims.claim_batch(self.runner, requests)
         return replace(result, replies=decoded(result.replies)) if self.decode_responses else result

@@ -256,7 +256,7 @@ def _xautoclaim(request: ClaimRequest) -> XAutoClaim:
 
 
 def claim_batch(runner: Runner, rows: DataFrame | Sequence[ClaimRequest]) -> BatchClaim:
-    """Runs many XCLAIM/XAUTOCLAIM requests in one MERGE; ``replies`` holds each one's Redis reply.
+    """Runs many XCLAIM/XAUTOCLAIM requests in one commit; ``replies`` holds each one's Redis reply.
 
     Requests must name distinct (stream, group) pairs: each claims on the snapshot the batch read, as
     separate commands would one after another only if they touch different groups.

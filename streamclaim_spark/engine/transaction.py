@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -135,7 +136,7 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
     # removed rows deleted by key (the MERGE reports no count for them: ``Removal.removed`` stays None).
     frames = [
         *plan.frames,
-        *(source_frame(rows) for rows in plan.appends),
+        *(source_frame(_frame(spark, rows)) for rows in plan.appends),
         *(removal_deletes(removal) for removal in plan.removals),
     ]
     heads_in_bulk = is_heads_in_bulk(plan)
@@ -176,6 +177,11 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
 # (create_groups of 100 groups) both ways took the same time, the bulk way in 13 Spark jobs against 6;
 # at 2,000 the bulk way was 0.2-0.3 s faster, at 6,000 0.6-1.5 s (docs/BENCHMARKS.md).
 HEADS_IN_BULK_FROM = 1_000
+
+
+def _frame(spark: SparkSession, rows: DataFrame | pa.Table) -> DataFrame:
+    """An append's rows as a DataFrame (``Plan.add_append`` takes Arrow tables built on the driver too)."""
+    return spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
 
 
 def is_heads_in_bulk(plan: Plan) -> bool:

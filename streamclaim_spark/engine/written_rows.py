@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
@@ -32,7 +32,6 @@ from streamclaim_spark.core.write_rules import Key, Row, apply_writes
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
 from streamclaim_spark.state.driver_files import readable_on_driver
 from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_tables
-from streamclaim_spark.state.schema import STATE_SCHEMA
 
 # The order rows are written in: each file then covers one bucket's rows by partition, kind and ID,
 # and reads by ID range skip files by their statistics.
@@ -46,10 +45,11 @@ DRIVER_ROWS_MAX = 250_000
 @dataclass(frozen=True)
 class WrittenRows:
     """What the writes change: the files whose rows change (the commit removes them) and their rows
-    after the writes with the rows the writes insert (None: no row to write)."""
+    after the writes with the rows the writes insert, in the state table's Arrow schema and
+    ``WRITE_ORDER`` (None: no row to write)."""
 
     replaced: list[Any]
-    rows: DataFrame | None
+    rows: pa.Table | None
 
 
 NOTHING_WRITTEN = WrittenRows([], None)
@@ -87,11 +87,31 @@ def rewrite_written_rows(
     new_rows = pa.Table.from_pylist(
         [_with_bucket(row) for row in changes.values() if row is not None], schema=ARROW_SCHEMA
     )
-    # Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave.
-    rows = pa.concat_tables([*kept, new_rows]).sort_by([(name, "ascending", "at_start") for name in WRITE_ORDER])
+    rows = in_write_order(pa.concat_tables([*kept, new_rows]))
     replaced = [file for group in sorted(dropped) for file in groups[group][0]]
-    frame = spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1) if rows.num_rows else None
-    return WrittenRows(replaced, frame)
+    return WrittenRows(replaced, rows if rows.num_rows else None)
+
+
+def as_state_rows(table: pa.Table) -> pa.Table:
+    """Rows built on the driver (some of the state table's columns) in its Arrow schema: the others null,
+    each row's bucket from its partition and kind."""
+    columns = []
+    for field in ARROW_SCHEMA:
+        if field.name == C.BUCKET:
+            kinds = table.column(C.ROW_KIND).to_pylist()
+            partitions = table.column(C.PARTITION_ID).to_pylist()
+            buckets = [bucket_of(partition, kind) for partition, kind in zip(partitions, kinds, strict=True)]
+            columns.append(pa.array(buckets, field.type))
+        elif field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def in_write_order(table: pa.Table) -> pa.Table:
+    """Spark's order: nulls first (a head's ID columns), so the files keep the layout a sort in Spark gave."""
+    return table.sort_by([(name, "ascending", "at_start") for name in WRITE_ORDER])
 
 
 def _files_of(txn: DeltaTransaction, writes: Sequence[Write]) -> list[Any]:

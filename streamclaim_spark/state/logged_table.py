@@ -13,21 +13,46 @@ left out by their statistics here (``FileQuery.may_hold``), as Delta's data skip
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import delta_log, is_connect
 from streamclaim_spark.state.delta_txn import scala_seq
-from streamclaim_spark.state.logged_files import files_at
+from streamclaim_spark.state.logged_files import LoggedFile, files_at
 
 
 def logged_table(
     spark: SparkSession, table_path: str, version: int | None, queries: Sequence[FileQuery]
 ) -> DataFrame | None:
     """The table at ``table_path`` as of ``version``, over its kept files that one of ``queries`` may
-    hold. None where Delta's own read must answer: Spark Connect, no version pinned, or a
-    version other than the newest one the process has loaded (time travel)."""
+    hold. None where Delta's own read must answer (``kept_files_at``)."""
+    kept = _kept(spark, table_path, version)
+    if kept is None:
+        return None
+    log, snapshot, files = kept
+    jvm = spark._jvm
+    assert jvm is not None
+    chosen = [file.add_file(jvm) for file in _held(files, queries)]
+    relation = log.createDataFrame(snapshot, scala_seq(jvm, chosen), False, jvm.scala.Option.empty())
+    return DataFrame(relation, spark)
+
+
+def kept_files_at(
+    spark: SparkSession, table_path: str, version: int | None, queries: Sequence[FileQuery] | None
+) -> list[LoggedFile] | None:
+    """The kept files of the table at ``version`` that one of ``queries`` may hold (by bucket and
+    statistics; None: every file). None where Delta's own listing must answer: Spark Connect, no version
+    pinned, or a version other than the newest one the process has loaded (time travel)."""
+    kept = _kept(spark, table_path, version)
+    if kept is None:
+        return None
+    return kept[2] if queries is None else _held(kept[2], queries)
+
+
+def _kept(spark: SparkSession, table_path: str, version: int | None) -> tuple[Any, Any, list[LoggedFile]] | None:
+    """The table's Delta log, its snapshot at ``version`` and its kept files there, or None."""
     if is_connect(spark) or version is None:
         return None
     log = delta_log(spark, table_path)
@@ -35,12 +60,8 @@ def logged_table(
     if int(snapshot.version()) != version:
         return None
     files = files_at(spark, table_path, snapshot)
-    if files is None:
-        return None
-    jvm = spark._jvm
-    assert jvm is not None
-    chosen = [
-        file.add_file(jvm) for file in files if any(query.may_hold(file.bucket, file.bounds) for query in queries)
-    ]
-    relation = log.createDataFrame(snapshot, scala_seq(jvm, chosen), False, jvm.scala.Option.empty())
-    return DataFrame(relation, spark)
+    return None if files is None else (log, snapshot, files)
+
+
+def _held(files: Sequence[LoggedFile], queries: Sequence[FileQuery]) -> list[LoggedFile]:
+    return [file for file in files if any(query.may_hold(file.bucket, file.bounds) for query in queries)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
@@ -31,6 +32,7 @@ from streamclaim_spark.state.columns import (
 )
 from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.kept_rows import kept_rows_at
 from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.schema import (
     APART_KINDS,
@@ -126,6 +128,17 @@ class PrefetchedSnapshot:
         kept files ``queries`` may hold, or Delta's read of the version."""
         table = logged_table(self.spark, self.table_path, self.version, queries)
         return table if table is not None else PrefetchedSnapshot.frame(self)
+
+    def stored_rows(
+        self, queries: Sequence[FileQuery], columns: Sequence[str], max_rows: int | None
+    ) -> pa.Table | None:
+        """``columns`` of every row of the kept files ``queries`` may hold, read on the driver without a
+        Spark job (state/kept_rows.py), when those files hold at most ``max_rows`` rows (None: any
+        number); None where Spark must read them (an overlay on ``frame()``, Spark Connect, time travel,
+        a deletion vector, more rows). Callers still filter the rows."""
+        if not self.reads_stored_rows():
+            return None
+        return kept_rows_at(self.spark, self.table_path, self.version, queries, columns, max_rows)
 
     def reads_stored_rows(self) -> bool:
         """True when ``frame()`` is the table as stored at the snapshot's version (no overlay)."""

@@ -22,6 +22,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_changes import Removal
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
@@ -35,11 +36,16 @@ from streamclaim_spark.fleet.bulk import plan_deliveries
 from streamclaim_spark.state.columns import id_at_least, id_at_most, id_text, stored_id
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
+from streamclaim_spark.streaming.batch_rows import batch_rows, pending_rows
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions
 
 if TYPE_CHECKING:
     from streamclaim_spark.streaming.driver import DriverLink
+
+# Most rows of the PEL files a batch reads on the driver to find that none of the consumer's pending
+# rows lies past the last ID the query emitted; more, and a Spark query finds out.
+REDELIVERY_CHECK_ROWS_MAX = 1_000_000
 
 # What the source emits per entry; ``fields`` as the store keeps them (SQL: CAST(value AS STRING)).
 ENTRY_SCHEMA = (
@@ -59,11 +65,11 @@ class ArrowPartition(InputPartition):
         return f"ArrowPartition({len(self.payload)} bytes)"
 
 
-def _partitions(rows: DataFrame, rows_per_partition: int) -> list[InputPartition]:
-    """Collects ``rows`` as Arrow (one Spark job), puts them in stream and ID order, and cuts them into
-    partitions of at most ``rows_per_partition``. Sorted on the driver: Spark's sort of rows bound for
-    the driver anyway costs a sampling job and a shuffle (125,000 rows: 1.04 -> 0.75 s, docs/BENCHMARKS.md)."""
-    table = rows.toArrow().sort_by([(C.STREAM, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
+def _partitions(rows: pa.Table, rows_per_partition: int) -> list[InputPartition]:
+    """Puts ``rows`` (``_entry_rows``' columns, collected as Arrow) in stream and ID order and cuts them
+    into partitions of at most ``rows_per_partition``. Sorted on the driver: Spark's sort of rows bound
+    for the driver anyway costs a sampling job and a shuffle (125,000 rows: 1.04 -> 0.75 s, docs/BENCHMARKS.md)."""
+    table = rows.sort_by([(C.STREAM, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
     table = table.drop_columns([C.ID_MS, C.ID_SEQ])
     # Spark checks the rows against the declared schema, whose columns are all nullable.
     table = table.cast(pa.schema([column.with_nullable(True) for column in table.schema]))
@@ -146,7 +152,7 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         stream a pattern matches that has the group."""
         group, consumer = self.options.group, self.options.consumer
         streams = _selected_streams(snapshot, self.options.streams, group)
-        snapshot.prefetch(*(Need(s, (group,), consumer) for s in streams))
+        snapshot.load_heads_of([Need(s, (group,), consumer) for s in streams])
         for stream in self.options.named:
             if snapshot.stream(stream) is None or snapshot.group(stream, group) is None:
                 raise nogroup_xreadgroup(stream, group)
@@ -231,20 +237,21 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         if emitted is None:
             return set()
         group, consumer = self.options.group, self.options.consumer
-        ctx.snapshot.prefetch(*(Need(s, (group,), consumer) for s in batch.ranges()))
+        ctx.snapshot.load_heads_of([Need(s, (group,), consumer) for s in batch.ranges()])
         # A group destroyed since (or a stream deleted) has no PEL left to acknowledge in.
         ranges = {s: span for s, span in batch.ranges().items() if ctx.snapshot.group(s, group) is not None}
         if not ranges:
             return set()
-        pending = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        low = min(start for start, _ in ranges.values()).incr()
+        high = max(end for _, end in ranges.values())
+        partitions = tuple(sorted(group_partition(s, group) for s in ranges))
+        stored = ctx.snapshot.frame_of([FileQuery(partitions, (C.KIND_PENDING,), low, high)])
+        pending = _in_ranges(stored, ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
         done = pending.where(F.col(C.OWNER) == consumer).join(
             emitted, [C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS], "left_semi"
         )
         # A removal: committed with the batch's appended deliveries as files, each PEL file the ranges
         # reach rewritten once without the acknowledged rows (engine/file_commit.py).
-        low = min(start for start, _ in ranges.values()).incr()
-        high = max(end for _, end in ranges.values())
-        partitions = tuple(sorted(group_partition(s, group) for s in ranges))
         keys = done.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
 
         def empties(file: FileBounds) -> bool:
@@ -281,14 +288,22 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = {s: (batch.after(s), MAX_ID) for s in streams if batch.after(s) < MAX_ID}
         if not ranges:
             return {}
-        rows = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        # Usually there are none: the few files that may hold them, read on the driver, say so without a
+        # Spark query (0.4-0.6 s a batch, docs/BENCHMARKS.md).
+        found = pending_rows(ctx.snapshot, ranges, group, consumer, REDELIVERY_CHECK_ROWS_MAX)
+        if found is not None and found.num_rows == 0:
+            return {}
+        low = min(start for start, _ in ranges.values()).incr()
+        pending = FileQuery(tuple(sorted(group_partition(s, group) for s in ranges)), (C.KIND_PENDING,), low, MAX_ID)
+        rows = _in_ranges(ctx.snapshot.frame_of([pending]), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
         rows = rows.where(F.col(C.OWNER) == consumer)
         if cap is not None:
             rows = rows.orderBy(C.ID_MS, C.ID_SEQ, C.STREAM).limit(cap)
         pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
         tallies = rows.groupBy(C.STREAM).agg(F.count(F.lit(1)).alias("n"), F.max(pair).alias("hi")).collect()
         if tallies:
-            live = _in_ranges(ctx.snapshot.frame(), ranges, C.KIND_ENTRY, stream_partition)
+            entries = FileQuery(tuple(sorted(stream_partition(s) for s in ranges)), (C.KIND_ENTRY,), low, MAX_ID)
+            live = _in_ranges(ctx.snapshot.frame_of([entries]), ranges, C.KIND_ENTRY, stream_partition)
             redelivered = rows.join(
                 live.select(C.STREAM, C.ID_MS, C.ID_SEQ), [C.STREAM, C.ID_MS, C.ID_SEQ], "left_semi"
             )
@@ -310,10 +325,15 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = batch.ranges()
         if batch.version < 0 or not ranges:
             return []
-        table = self._store().table_at(batch.version)
+        store = self._store()
         group, consumer = self.options.group, self.options.consumer
-        pending = _in_ranges(table, ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
-        rows = _entry_rows(table, ranges, pending.where(F.col(C.OWNER) == consumer))
+        # The batch's files, kept on the driver since this process committed it, read there; a replay in
+        # a new process reads the version by time travel.
+        rows = batch_rows(Snapshot(store.runner.session(), store.state_path, batch.version), ranges, group, consumer)
+        if rows is None:
+            table = store.table_at(batch.version)
+            pending = _in_ranges(table, ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+            rows = _entry_rows(table, ranges, pending.where(F.col(C.OWNER) == consumer)).toArrow()
         return _partitions(rows, self.options.rows_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -340,7 +360,7 @@ class RangeReader(Linked, DataSourceReader):
         if not ranges:
             return []
         rows = _entry_rows(snapshot.frame(), ranges, None)
-        return _partitions(rows, self.options.rows_per_partition)
+        return _partitions(rows.toArrow(), self.options.rows_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(partition)

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ReplyError, StaleSelection, StreamStore
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import Need
 from streamclaim_spark.engine import transaction
+from streamclaim_spark.engine.context import Context
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
-from streamclaim_spark.fleet.bulk import NewGroup
+from streamclaim_spark.fleet.bulk import NewGroup, driver_delivery
 from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
@@ -18,6 +23,8 @@ from tests.fixtures import TemplateStores
 from tests.spark.pel import current_version
 
 pytestmark = pytest.mark.spark
+
+deliver = importlib.import_module("streamclaim_spark.fleet.bulk.deliver")  # the package exports a function of that name
 
 T0 = 1_700_000_000_000
 
@@ -154,6 +161,46 @@ def test_deliver_many_delivers_to_every_group_in_one_commit_as_xreadgroup_would(
 
     assert [r.count for r in rest] == [1, 1]
     assert fleet.execute("XPENDING", "t4", "billing") == [3, f"{T0}-0", f"{T0}-2", [["other", "1"], ["w4", "2"]]]
+
+
+def test_a_delivery_decided_on_the_driver_takes_the_entries_sparks_join_takes(fleet: StreamStore) -> None:
+    fleet.execute("XADD", "t1", f"{T0 + 7}-0", "n", "3")  # IDs over two milliseconds
+    fleet.execute("XADD", "t1", f"{T0 + 7}-5", "n", "4")
+    fleet.create_groups([(f"t{n}", "billing", "0") for n in range(3)])
+    fleet.execute("XGROUP", "SETID", "t2", "billing", f"{T0}-0")  # a cursor past the first entry
+    targets = [("t0", "billing", "a"), ("t1", "billing", "b"), ("t2", "billing", "c")]
+    until = {"t1": StreamId(T0 + 7, 0)}  # t1's last entry stays new
+    caps = [(None, None), (2, None), (None, 4), (2, 5)]
+
+    def decide(ctx: Context) -> list[tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
+        ctx.snapshot.prefetch(*(Need(key, (group,), consumer) for key, group, consumer in targets))
+        records, lowest = deliver._cursors(ctx, targets, until)
+        assert lowest is not None
+        both = []
+        for count, total in caps:
+            local = driver_delivery.delivered_on_driver(ctx.snapshot, records, lowest, count, total)
+            assert local is not None
+            columns = [driver_delivery.TARGET, "stream", "id_ms", "id_seq"]
+            spark_rows = deliver._delivered(ctx, records, lowest, count, total).select(*columns).collect()
+            both.append(
+                (
+                    list(zip(*(local.column(c).to_pylist() for c in columns), strict=True)),
+                    sorted(map(tuple, spark_rows)),
+                )
+            )
+        return both
+
+    decided = fleet.transact("TEST", decide)
+
+    for (on_driver, by_spark), (count, total) in zip(decided, caps, strict=True):
+        assert on_driver == by_spark, (count, total)
+    ids = [[(target, StreamId.from_stored(ms, seq)) for target, _, ms, seq in rows] for rows, _ in decided]
+    every = [(0, StreamId(T0, n)) for n in range(3)] + [(1, StreamId(T0, n)) for n in range(3)]
+    every += [(1, StreamId(T0 + 7, 0)), (2, StreamId(T0, 1)), (2, StreamId(T0, 2))]
+    assert ids[0] == every
+    assert ids[1] == [every[n] for n in (0, 1, 3, 4, 7, 8)]  # two per target
+    assert ids[2] == [every[n] for n in (0, 1, 3, 4)]  # the four oldest IDs, whichever target
+    assert ids[3] == [every[n] for n in (0, 1, 3, 4, 7)]
 
 
 def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fleet: StreamStore) -> None:

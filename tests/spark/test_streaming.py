@@ -8,25 +8,29 @@ and duplicates only the killed batch; the sink appends each batch once, whatever
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
+from chispa import assert_df_equality
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import bucket_of, group_partition
 from streamclaim_spark.state.tables import table_path
-from streamclaim_spark.streaming import register
+from streamclaim_spark.streaming import register, source
 from streamclaim_spark.streaming.driver import DriverLink
-from streamclaim_spark.streaming.options import sink_options
+from streamclaim_spark.streaming.options import sink_options, source_options
 from streamclaim_spark.streaming.sink import AppendWriter, recorded_batch, sink_app_id
+from streamclaim_spark.streaming.source import GroupReader
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.spark.test_concurrency import Worker
 from tests.spark.test_file_commits import log_entry, state_version
 
@@ -245,6 +249,51 @@ def test_a_missing_group_or_a_bad_option_stops_the_query_with_the_message(store:
             run_available_now(reader, Batches(), tmp_path / f"ck{number}")
         assert message in str(raised.value)
     assert store.execute("XLEN", "orders") == 1
+
+
+def test_a_steady_micro_batch_runs_one_spark_job_and_its_rows_read_on_the_driver_are_the_rows_spark_reads(
+    spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    orders, audit = fill(spark, store, 2500), fill(spark, store, 500, "audit-1")
+    # Two entries this consumer read before the query, one of them deleted since: the first batch emits
+    # both again, the deleted one with null fields and its delivery count unchanged.
+    store.execute("XREADGROUP", "GROUP", "billing", "spark-1", "COUNT", "2", "STREAMS", "orders", ">")
+    store.execute("XDEL", "orders", orders[0])
+    store.execute("XREADGROUP", "GROUP", "billing", "other", "COUNT", "5", "STREAMS", "audit-1", ">")
+    options = {"path": store.path, "streams": "orders,audit-*", "group": "billing", "consumer": "spark-1"}
+    reader = GroupReader(source_options(options), DriverLink.of(spark))
+    offsets, jobs, emitted = [reader.initialOffset()], [], []
+    for _ in range(3):
+        with count_jobs(spark.sparkContext) as counted:
+            end = reader.latestOffset(offsets[-1], ReadMaxRows(1000))
+            parts = reader.partitions(offsets[-1], end)
+        jobs.append(counted.jobs)
+        on_driver = _emitted_rows(reader, parts)
+        with monkeypatch.context() as patched:  # the same batch read through Spark, as a replay reads it
+            patched.setattr(source, "batch_rows", lambda *args: None)
+            through_spark = _emitted_rows(reader, reader.partitions(offsets[-1], end))
+        assert_df_equality(spark.createDataFrame(on_driver), spark.createDataFrame(through_spark))
+        emitted.append(on_driver.to_pylist())
+        offsets.append(end)
+
+    first = emitted[0]
+    assert [(row["id"], row["fields"], row["delivery_count"]) for row in first[:2]] == [
+        (orders[0], None, 1),
+        (orders[1], [{"field": b"n", "value": b"1"}, {"field": b"k", "value": b"1"}], 2),
+    ]
+    # The oldest IDs first (the orders stream was filled first), each batch in stream and ID order.
+    assert [[(row["stream"], row["id"]) for row in rows] for rows in emitted] == [
+        [("orders", i) for i in orders[:1000]],
+        [("orders", i) for i in orders[1000:2000]],
+        [("audit-1", i) for i in audit[5:]] + [("orders", i) for i in orders[2000:]],
+    ]
+    # The first batch redelivers (a MERGE of the redelivered rows); a steady one commits its files in
+    # one Spark job, the write of its PEL rows and group head, and reads its rows without any.
+    assert jobs[1:] == [1, 1], jobs
+
+
+def _emitted_rows(reader: GroupReader, parts: Sequence[Any]) -> pa.Table:
+    return pa.Table.from_batches([batch for part in parts for batch in reader.read(part)])
 
 
 @pytest.fixture

@@ -1,0 +1,100 @@
+"""Which entries a delivery takes, decided on the driver when the entries after its cursors are few.
+
+A delivery joins the streams' entries after the lowest cursor with its targets' cursors, caps them,
+counts each target's first and last ID, then writes the PEL rows: through Spark one aggregation job,
+and the append's write evaluates the join again (~0.45 s and ~0.7 s of a streaming micro-batch of
+1,000 entries, docs/BENCHMARKS.md, "The streaming source's batch on the driver"). When the entry files
+whose statistics reach past the lowest cursor hold at most ``DRIVER_DELIVERY_ROWS_MAX`` rows and are
+kept on the driver, their ID columns are read by pyarrow and the same decision is made in Arrow: the
+PEL rows become a local table, and no Spark job runs before the commit writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.ids import MAX_ID, StreamId
+from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.state.prefetch import PrefetchedSnapshot
+
+# Most entry rows (after the lowest cursor, in the files that may hold them) decided on the driver.
+DRIVER_DELIVERY_ROWS_MAX = 1_000_000
+
+TARGET = "_target"
+UNTIL_MS, UNTIL_SEQ = "_until_ms", "_until_seq"
+# A target's record: its position, stream, group, group partition, consumer, cursor and ``until`` cap.
+TARGET_SCHEMA = pa.schema(
+    [
+        (TARGET, pa.int64()),
+        (C.STREAM, pa.string()),
+        (C.GROUP, pa.string()),
+        (C.PARTITION_ID, pa.string()),
+        (C.OWNER, pa.string()),
+        (C.LAST_MS, pa.int64()),
+        (C.LAST_SEQ, pa.int64()),
+        (UNTIL_MS, pa.int64()),
+        (UNTIL_SEQ, pa.int64()),
+    ]
+)
+_ENTRY_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.ID_MS, C.ID_SEQ)
+
+
+def delivered_on_driver(
+    snapshot: PrefetchedSnapshot,
+    records: Sequence[Mapping[str, object]],
+    lowest: StreamId,
+    count: int | None,
+    total: int | None,
+) -> pa.Table | None:
+    """The entries each target of ``records`` delivers, as ``deliver._delivered`` chooses them (after its
+    cursor, up to its cap, at most ``count`` per target and ``total`` in all, the oldest first): the
+    target's columns with ``id_ms`` and ``id_seq``, ordered by target and ID. None where Spark decides:
+    the files are not kept on the driver, or hold more than ``DRIVER_DELIVERY_ROWS_MAX`` rows."""
+    partitions = sorted({stream_partition(str(record[C.STREAM])) for record in records})
+    query = FileQuery(tuple(partitions), (C.KIND_ENTRY,), lowest, MAX_ID)
+    stored = snapshot.stored_rows([query], _ENTRY_COLUMNS, DRIVER_DELIVERY_ROWS_MAX)
+    if stored is None:
+        return None
+    entries = stored.filter(
+        pc.and_(
+            pc.equal(stored.column(C.ROW_KIND), C.KIND_ENTRY),
+            pc.is_in(stored.column(C.PARTITION_ID), value_set=pa.array(partitions, pa.string())),
+        )
+    ).select([C.STREAM, C.ID_MS, C.ID_SEQ])
+    targets = pa.Table.from_pylist([dict(record) for record in records], schema=TARGET_SCHEMA)
+    joined = entries.join(targets, C.STREAM)
+    ms, seq = joined.column(C.ID_MS), joined.column(C.ID_SEQ)
+    after = _after(ms, seq, joined.column(C.LAST_MS), joined.column(C.LAST_SEQ))
+    until_ms, until_seq = joined.column(UNTIL_MS), joined.column(UNTIL_SEQ)
+    within = pc.or_kleene(pc.is_null(until_ms), pc.invert(_after(ms, seq, until_ms, until_seq)))
+    delivered = joined.filter(pc.and_(after, within))
+    if count is not None:
+        delivered = _first_of_each_target(delivered.sort_by(_ORDER), count)
+    if total is not None:
+        oldest = [(C.ID_MS, "ascending"), (C.ID_SEQ, "ascending"), (TARGET, "ascending")]
+        delivered = delivered.sort_by(oldest).slice(0, total)
+    return delivered.sort_by(_ORDER)
+
+
+_ORDER = [(TARGET, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")]
+
+
+def _after(ms: pa.ChunkedArray, seq: pa.ChunkedArray, last_ms: pa.ChunkedArray, last_seq: pa.ChunkedArray) -> pa.Array:
+    """Each row's ID lies after (``last_ms``, ``last_seq``)."""
+    return pc.or_(pc.greater(ms, last_ms), pc.and_(pc.equal(ms, last_ms), pc.greater(seq, last_seq)))
+
+
+def _first_of_each_target(rows: pa.Table, count: int) -> pa.Table:
+    """The first ``count`` rows of each target in ``rows`` (ordered by target)."""
+    targets = rows.column(TARGET).to_numpy()
+    if not len(targets):
+        return rows
+    starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
+    rank = np.arange(len(targets)) - np.repeat(starts, np.diff(np.r_[starts, len(targets)]))
+    return rows.filter(pa.array(rank < count))

@@ -1,0 +1,84 @@
+"""A few columns of the rows a query names, read on the driver from the kept files, without a Spark job.
+
+A query over the kept files (``logged_table``) still plans and runs a Spark job, and a read by time
+travel rebuilds Delta's log state for the version first. A reader whose rows lie in a few files and end
+on the driver anyway (a streaming micro-batch's rows, a check that no pending row lies past a cursor)
+reads those files' columns by pyarrow instead (``driver_files``), the files chosen by their statistics
+as ``FileQuery`` chooses them. The caller filters the rows: a file holds other partitions' rows too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import SparkSession
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.partitions import APART_PREFIX
+from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
+from streamclaim_spark.state.head_files import ARROW_SCHEMA
+from streamclaim_spark.state.logged_table import kept_files_at
+
+
+def kept_rows_at(
+    spark: SparkSession,
+    table_path: str,
+    version: int | None,
+    queries: Sequence[FileQuery],
+    columns: Sequence[str],
+    max_rows: int | None = None,
+) -> pa.Table | None:
+    """``columns`` (the state table's types) of every row of the files one of ``queries`` may hold at
+    ``version``, in one table. None where Spark must read them: the files are not kept for ``version``
+    (Spark Connect, time travel: ``kept_files_at``), one has a deletion vector, or (with ``max_rows``)
+    they hold more rows, or a file's count is unknown."""
+    files = kept_files_at(spark, table_path, version, queries)
+    if files is None:
+        return None
+    if max_rows is not None and (
+        any(file.bounds is None for file in files) or sum(file.bounds.rows for file in files if file.bounds) > max_rows
+    ):
+        return None
+    jvm = spark._jvm
+    assert jvm is not None
+    adds = [file.add_file(jvm) for file in files]
+    if not readable_on_driver(spark, adds):
+        return None
+    schema = pa.schema([ARROW_SCHEMA.field(name) for name in columns])
+    tables = [_in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, columns)]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def every_head_at(spark: SparkSession, table_path: str, version: int | None, columns: Sequence[str]) -> pa.Table | None:
+    """``columns`` of every stream and group head at ``version``, read from the ``h`` files on the driver
+    (heads and consumers only: a fleet's 10,000 groups make a few MB). A query of them through Spark
+    took 2 jobs and, on a version not read yet, Delta's log state rebuilt for it: a streaming micro-batch
+    that selects its streams by a pattern paid it every batch. None where ``kept_rows_at`` would be."""
+    files = kept_files_at(spark, table_path, version, None)
+    if files is None:
+        return None
+    jvm = spark._jvm
+    assert jvm is not None
+    adds = [file.add_file(jvm) for file in files if file.bucket.startswith(APART_PREFIX)]
+    if not readable_on_driver(spark, adds):
+        return None
+    wanted = [C.ROW_KIND, *(name for name in columns if name != C.ROW_KIND)]
+    schema = pa.schema([ARROW_SCHEMA.field(name) for name in wanted])
+    tables = [_in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, wanted)]
+    rows = pa.concat_tables(tables) if tables else schema.empty_table()
+    heads = rows.filter(pc.is_in(rows.column(C.ROW_KIND), value_set=pa.array(C.HEAD_KINDS, pa.string())))
+    return heads.select(list(columns))
+
+
+def _in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """One file's columns in ``schema``'s types and order; a column the file predates as nulls."""
+    columns = [
+        table.column(field.name).cast(field.type)
+        if field.name in table.column_names
+        else pa.nulls(table.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -27,7 +27,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId, from_stored
 from streamclaim_spark.core.model import Write
-from streamclaim_spark.core.partitions import APART_KINDS, bucket_of
+from streamclaim_spark.core.partitions import APART_KINDS, APART_PREFIX, BUCKET_HEX_CHARS, bucket_of
 from streamclaim_spark.core.write_rules import Key, Row, apply_writes
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
 from streamclaim_spark.state.driver_files import readable_on_driver
@@ -97,11 +97,10 @@ def as_state_rows(table: pa.Table) -> pa.Table:
     each row's bucket from its partition and kind."""
     columns = []
     for field in ARROW_SCHEMA:
-        if field.name == C.BUCKET:
-            kinds = table.column(C.ROW_KIND).to_pylist()
-            partitions = table.column(C.PARTITION_ID).to_pylist()
-            buckets = [bucket_of(partition, kind) for partition, kind in zip(partitions, kinds, strict=True)]
-            columns.append(pa.array(buckets, field.type))
+        if field.name == C.BUCKET:  # partitions.bucket_of, by column
+            prefix = pc.utf8_slice_codeunits(table.column(C.PARTITION_ID), 0, 1 + BUCKET_HEX_CHARS)
+            apart = pc.is_in(table.column(C.ROW_KIND), value_set=pa.array(APART_KINDS, pa.string()))
+            columns.append(pc.if_else(apart, pc.binary_join_element_wise(APART_PREFIX, prefix, ""), prefix))
         elif field.name in table.column_names:
             columns.append(table.column(field.name).cast(field.type))
         else:

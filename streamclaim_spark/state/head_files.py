@@ -19,7 +19,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import bucket_of as bucket_of_row
+from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.state.delta_io import delta_log, is_connect
 from streamclaim_spark.state.delta_txn import bucket_of
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
@@ -75,6 +77,27 @@ def head_rows_at(
     stored = zip(rows.column(C.PARTITION_ID).to_pylist(), rows.column(C.ROW_KIND).to_pylist(), strict=True)
     found: list[dict[str, Any]] = rows.filter(pa.array([key in wanted for key in stored], pa.bool_())).to_pylist()
     return found
+
+
+def head_rows_for(
+    spark: SparkSession, table_path: str, version: int | None, needs: Sequence[Need]
+) -> list[dict[str, Any]] | None:
+    """The stream, group and consumer rows ``needs`` name as of ``version`` (``head_rows_at``: their
+    ``h`` files read on the driver), every consumer of the named groups included; None where Spark's
+    read must answer."""
+    keys: set[tuple[str, str]] = set()
+    owners: set[tuple[str, str]] = set()  # (partition, stream): a row of a colliding partition ID is not ours
+    for need in needs:
+        keys.add((stream_partition(need.key), C.KIND_STREAM))
+        owners.add((stream_partition(need.key), need.key))
+        for name in need.groups:
+            partition = group_partition(need.key, name)
+            owners.add((partition, need.key))
+            keys.add((partition, C.KIND_GROUP))
+            if need.consumer is not None:
+                keys.add((partition, C.KIND_CONSUMER))
+    rows = head_rows_at(spark, table_path, version, sorted(keys))
+    return None if rows is None else [row for row in rows if (row[C.PARTITION_ID], row[C.STREAM]) in owners]
 
 
 def _in_state_schema(table: pa.Table, bucket: str) -> pa.Table:

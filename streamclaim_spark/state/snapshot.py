@@ -30,7 +30,7 @@ from streamclaim_spark.state.columns import (
 )
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
-from streamclaim_spark.state.head_files import head_rows_at
+from streamclaim_spark.state.head_files import head_rows_for
 from streamclaim_spark.state.kept_rows import every_head_at
 from streamclaim_spark.state.prefetch import HEAD_COLUMNS, PrefetchedSnapshot
 from streamclaim_spark.state.schema import (
@@ -86,33 +86,25 @@ class Snapshot(PrefetchedSnapshot):
             self.prefetch(*needs)
 
     def _heads_from_files(self, needs: Sequence[Need]) -> bool:
-        """Reads the stream, group and consumer rows of ``needs`` not known yet from their own files on
-        the driver (``head_rows_at``: one Spark job where the query took three); False where that cannot
-        be done."""
+        """Reads the stream, group and consumer rows of ``needs`` from their own files on the driver
+        (``head_rows_for``: one Spark job where the query took three), unless all are known; False where
+        that cannot be done."""
         if not self.reads_heads_from_files:
             return False
-        heads: set[tuple[str, str]] = set()
-        owners: set[tuple[str, str]] = set()  # (partition, stream): a row of a colliding partition ID is not ours
-        for need in needs:
-            key = need.key
-            owners.add((stream_partition(key), key))
-            if key not in self._streams:
-                heads.add((stream_partition(key), C.KIND_STREAM))
-            for name in need.groups:
-                partition = group_partition(key, name)
-                owners.add((partition, key))
-                if (key, name) not in self._groups:
-                    heads.add((partition, C.KIND_GROUP))
-                if need.consumer is not None and (key, name, need.consumer) not in self._consumers:
-                    heads.add((partition, C.KIND_CONSUMER))
-        if not heads:
+        if all(self._knows_heads(need) for need in needs):
             return True
-        rows = head_rows_at(self.spark, self.table_path, self.version, sorted(heads))
+        rows = head_rows_for(self.spark, self.table_path, self.version, needs)
         if rows is None:
             return False
-        ours = [Row(**row) for row in rows if (row[C.PARTITION_ID], row[C.STREAM]) in owners]
-        self._remember(list(needs), ours, None)
+        self._remember(list(needs), [Row(**row) for row in rows], None)
         return True
+
+    def _knows_heads(self, need: Need) -> bool:
+        consumer = need.consumer
+        return need.key in self._streams and all(
+            (need.key, name) in self._groups and (consumer is None or (need.key, name, consumer) in self._consumers)
+            for name in need.groups
+        )
 
     def stream(self, key: str) -> StreamMeta | None:
         """The stream's head, or None when the key does not exist."""

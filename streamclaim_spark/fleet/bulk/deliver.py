@@ -29,7 +29,7 @@ from streamclaim_spark.errors import InvalidArgumentError, nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk.driver_delivery import TARGET as _TARGET
 from streamclaim_spark.fleet.bulk.driver_delivery import UNTIL_MS as _UNTIL_MS
 from streamclaim_spark.fleet.bulk.driver_delivery import UNTIL_SEQ as _UNTIL_SEQ
-from streamclaim_spark.fleet.bulk.driver_delivery import delivered_on_driver
+from streamclaim_spark.fleet.bulk.driver_delivery import bounds_of, delivered_on_driver, pending_rows_of
 from streamclaim_spark.state.columns import id_at_least, id_range_aggregates, stored_id
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import pruned_to
@@ -202,8 +202,8 @@ def plan_deliveries(
     assert lowest is not None
     local = delivered_on_driver(ctx.snapshot, records, lowest, count, total)
     if local is not None:
-        bounds = _local_bounds(local)
-        rows = _local_pending_rows(ctx, local) if bounds else None
+        bounds = bounds_of(local)
+        rows = pending_rows_of(local, ctx.now, ctx.txn) if bounds else None
     else:
         delivered = _delivered(ctx, records, lowest, count, total)
         bounds = [
@@ -219,39 +219,6 @@ def plan_deliveries(
         key, group, consumer = targets[position]
         results[position] = _advance(ctx, key, group, consumer, delivered_count, first, last)
     return results
-
-
-def _local_bounds(delivered: pa.Table) -> list[tuple[int, int, StreamId, StreamId]]:
-    """Each target's delivered count, first and last ID, from ``delivered`` ordered by target and ID."""
-    targets = delivered.column(_TARGET).to_pylist()
-    ms, seq = delivered.column(C.ID_MS).to_pylist(), delivered.column(C.ID_SEQ).to_pylist()
-    bounds: list[tuple[int, int, StreamId, StreamId]] = []
-    start = 0
-    for end in range(1, len(targets) + 1):
-        if end == len(targets) or targets[end] != targets[start]:
-            first = StreamId.from_stored(ms[start], seq[start])
-            bounds.append((targets[start], end - start, first, StreamId.from_stored(ms[end - 1], seq[end - 1])))
-            start = end
-    return bounds
-
-
-def _local_pending_rows(ctx: Context, delivered: pa.Table) -> pa.Table:
-    """``_pending_rows`` for a delivery decided on the driver."""
-    rows = delivered.num_rows
-    return pa.table(
-        {
-            C.PARTITION_ID: delivered.column(C.PARTITION_ID),
-            C.ROW_KIND: pa.array([C.KIND_PENDING] * rows, pa.string()),
-            C.STREAM: delivered.column(C.STREAM),
-            C.GROUP: delivered.column(C.GROUP),
-            C.ID_MS: delivered.column(C.ID_MS),
-            C.ID_SEQ: delivered.column(C.ID_SEQ),
-            C.OWNER: delivered.column(C.OWNER),
-            C.DELIVERY_TIME_MS: pa.array([ctx.now] * rows, pa.int64()),
-            C.DELIVERY_COUNT: pa.array([1] * rows, pa.int64()),
-            C.TXN: pa.array([ctx.txn] * rows, pa.string()),
-        }
-    )
 
 
 def _add_pending_rows(ctx: Context, rows: DataFrame | pa.Table, none_beyond: bool, partitions: Sequence[str]) -> None:

@@ -98,3 +98,37 @@ def _first_of_each_target(rows: pa.Table, count: int) -> pa.Table:
     starts = np.flatnonzero(np.r_[True, targets[1:] != targets[:-1]])
     rank = np.arange(len(targets)) - np.repeat(starts, np.diff(np.r_[starts, len(targets)]))
     return rows.filter(pa.array(rank < count))
+
+
+def bounds_of(delivered: pa.Table) -> list[tuple[int, int, StreamId, StreamId]]:
+    """Each target's delivered count, first and last ID, from ``delivered`` ordered by target and ID."""
+    targets = delivered.column(TARGET).to_pylist()
+    ms, seq = delivered.column(C.ID_MS).to_pylist(), delivered.column(C.ID_SEQ).to_pylist()
+    bounds: list[tuple[int, int, StreamId, StreamId]] = []
+    start = 0
+    for end in range(1, len(targets) + 1):
+        if end == len(targets) or targets[end] != targets[start]:
+            first = StreamId.from_stored(ms[start], seq[start])
+            bounds.append((targets[start], end - start, first, StreamId.from_stored(ms[end - 1], seq[end - 1])))
+            start = end
+    return bounds
+
+
+def pending_rows_of(delivered: pa.Table, now: int, txn: str) -> pa.Table:
+    """The PEL rows the delivered entries become (``deliver._pending_rows``): owned by their target's
+    consumer, delivered once, at ``now``, by transaction ``txn``."""
+    rows = delivered.num_rows
+    return pa.table(
+        {
+            C.PARTITION_ID: delivered.column(C.PARTITION_ID),
+            C.ROW_KIND: pa.array([C.KIND_PENDING] * rows, pa.string()),
+            C.STREAM: delivered.column(C.STREAM),
+            C.GROUP: delivered.column(C.GROUP),
+            C.ID_MS: delivered.column(C.ID_MS),
+            C.ID_SEQ: delivered.column(C.ID_SEQ),
+            C.OWNER: delivered.column(C.OWNER),
+            C.DELIVERY_TIME_MS: pa.array([now] * rows, pa.int64()),
+            C.DELIVERY_COUNT: pa.array([1] * rows, pa.int64()),
+            C.TXN: pa.array([txn] * rows, pa.string()),
+        }
+    )

@@ -163,7 +163,9 @@ def test_deliver_many_delivers_to_every_group_in_one_commit_as_xreadgroup_would(
     assert fleet.execute("XPENDING", "t4", "billing") == [3, f"{T0}-0", f"{T0}-2", [["other", "1"], ["w4", "2"]]]
 
 
-def test_a_delivery_decided_on_the_driver_takes_the_entries_sparks_join_takes(fleet: StreamStore) -> None:
+def test_a_delivery_decided_on_the_driver_takes_the_entries_sparks_join_takes(
+    fleet: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fleet.execute("XADD", "t1", f"{T0 + 7}-0", "n", "3")  # IDs over two milliseconds
     fleet.execute("XADD", "t1", f"{T0 + 7}-5", "n", "4")
     fleet.create_groups([(f"t{n}", "billing", "0") for n in range(3)])
@@ -201,6 +203,19 @@ def test_a_delivery_decided_on_the_driver_takes_the_entries_sparks_join_takes(fl
     assert ids[1] == [every[n] for n in (0, 1, 3, 4, 7, 8)]  # two per target
     assert ids[2] == [every[n] for n in (0, 1, 3, 4)]  # the four oldest IDs, whichever target
     assert ids[3] == [every[n] for n in (0, 1, 3, 4, 7)]
+    # A delivery of more rows than the driver writes: Spark's tasks make them, up to each last ID.
+    monkeypatch.setattr(deliver, "ROWS_WRITTEN_FROM_DRIVER_MAX", 0)
+    results = fleet.deliver_many(targets, count=2)
+    assert [(r.count, str(r.first_id), str(r.last_id)) for r in results] == [
+        (2, f"{T0}-0", f"{T0}-1"),
+        (2, f"{T0}-0", f"{T0}-1"),
+        (2, f"{T0}-1", f"{T0}-2"),
+    ]
+    assert fleet.execute("XPENDING", "t2", "billing", "-", "+", "10") == [
+        [f"{T0}-1", "c", 0, 1],
+        [f"{T0}-2", "c", 0, 1],
+    ]
+    assert fleet.execute("XPENDING", "t1", "billing") == [2, f"{T0}-0", f"{T0}-1", [["b", "2"]]]
 
 
 def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fleet: StreamStore) -> None:

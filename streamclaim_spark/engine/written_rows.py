@@ -30,8 +30,8 @@ from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS, APART_PREFIX, BUCKET_HEX_CHARS, bucket_of
 from streamclaim_spark.core.write_rules import Key, Row, apply_writes
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
-from streamclaim_spark.state.driver_files import readable_on_driver
-from streamclaim_spark.state.head_files import ARROW_SCHEMA, driver_tables
+from streamclaim_spark.state.driver_files import ARROW_SCHEMA, in_schema, readable_on_driver
+from streamclaim_spark.state.head_files import driver_tables
 
 # The order rows are written in: each file then covers one bucket's rows by partition, kind and ID,
 # and reads by ID range skip files by their statistics.
@@ -95,17 +95,12 @@ def rewrite_written_rows(
 def as_state_rows(table: pa.Table) -> pa.Table:
     """Rows built on the driver (some of the state table's columns) in its Arrow schema: the others null,
     each row's bucket from its partition and kind."""
-    columns = []
-    for field in ARROW_SCHEMA:
-        if field.name == C.BUCKET:  # partitions.bucket_of, by column
-            prefix = pc.utf8_slice_codeunits(table.column(C.PARTITION_ID), 0, 1 + BUCKET_HEX_CHARS)
-            apart = pc.is_in(table.column(C.ROW_KIND), value_set=pa.array(APART_KINDS, pa.string()))
-            columns.append(pc.if_else(apart, pc.binary_join_element_wise(APART_PREFIX, prefix, ""), prefix))
-        elif field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=ARROW_SCHEMA)
+    rows = in_schema(table)
+    prefix = pc.utf8_slice_codeunits(rows.column(C.PARTITION_ID), 0, 1 + BUCKET_HEX_CHARS)  # partitions.bucket_of
+    apart = pc.is_in(rows.column(C.ROW_KIND), value_set=pa.array(APART_KINDS, pa.string()))
+    bucket = pc.if_else(apart, pc.binary_join_element_wise(APART_PREFIX, prefix, ""), prefix)
+    position = ARROW_SCHEMA.get_field_index(C.BUCKET)
+    return rows.set_column(position, ARROW_SCHEMA.field(position), bucket)
 
 
 def in_write_order(table: pa.Table) -> pa.Table:

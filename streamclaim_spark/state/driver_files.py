@@ -18,9 +18,31 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.delta_txn import data_file_path
+from streamclaim_spark.state.schema import STATE_SCHEMA
+
+# The state table's columns as Arrow types.
+ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)
+
+
+def arrow_schema_of(columns: Sequence[str]) -> pa.Schema:
+    """The state table's ``columns``, in the order given, as an Arrow schema."""
+    return pa.schema([ARROW_SCHEMA.field(name) for name in columns])
+
+
+def in_schema(table: pa.Table, schema: pa.Schema = ARROW_SCHEMA) -> pa.Table:
+    """``table``'s columns in ``schema``'s types and order; a column it lacks (a file that predates it, rows
+    built on the driver with a few columns) as nulls."""
+    columns = [
+        table.column(field.name).cast(field.type)
+        if field.name in table.column_names
+        else pa.nulls(table.num_rows, field.type)
+        for field in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def readable_on_driver(spark: SparkSession, files: Sequence[Any]) -> bool:

@@ -16,20 +16,14 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import bucket_of as bucket_of_row
 from streamclaim_spark.core.partitions import group_partition, stream_partition
-from streamclaim_spark.state.delta_io import delta_log, is_connect
 from streamclaim_spark.state.delta_txn import bucket_of
-from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
-from streamclaim_spark.state.logged_files import files_at
-from streamclaim_spark.state.schema import STATE_SCHEMA
-
-# The state table's columns as Arrow types.
-ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)
+from streamclaim_spark.state.driver_files import ARROW_SCHEMA, in_schema, read_on_driver, readable_on_driver
+from streamclaim_spark.state.logged_table import kept_files_at
 
 
 def driver_rows(spark: SparkSession, table_path: str, files: Sequence[Any]) -> pa.Table | None:
@@ -59,16 +53,12 @@ def head_rows_at(
     a listing by Delta's scan one, 0.2 s, or 0.8 s as the first after a commit (docs/BENCHMARKS.md,
     "Files listed on the driver"). None where Spark's read must answer: Spark Connect, a version other
     than the log's newest loaded one, a deletion vector."""
-    if is_connect(spark) or version is None:
-        return None
-    snapshot = delta_log(spark, table_path).unsafeVolatileSnapshot()
-    if snapshot.version() != version:
-        return None
-    logged = files_at(spark, table_path, snapshot)
+    logged = kept_files_at(spark, table_path, version, None)
     if logged is None:
         return None
     buckets = {bucket_of_row(partition, kind) for partition, kind in keys}
     jvm = spark._jvm
+    assert jvm is not None
     files = [file.add_file(jvm) for file in logged if file.bucket in buckets]
     rows = driver_rows(spark, table_path, files)
     if rows is None:
@@ -101,14 +91,7 @@ def head_rows_for(
 
 
 def _in_state_schema(table: pa.Table, bucket: str) -> pa.Table:
-    """``table`` (one data file) with every column of the state table in its order: the bucket from the
-    file's partition value, a column the file predates as nulls."""
-    columns = []
-    for field in ARROW_SCHEMA:
-        if field.name == C.BUCKET:
-            columns.append(pa.array([bucket] * table.num_rows, field.type))
-        elif field.name in table.column_names:
-            columns.append(table.column(field.name).cast(field.type))
-        else:
-            columns.append(pa.nulls(table.num_rows, field.type))
-    return pa.Table.from_arrays(columns, schema=ARROW_SCHEMA)
+    """``table`` (one data file) in the state table's schema, its bucket from the file's partition value."""
+    rows = in_schema(table)
+    position = ARROW_SCHEMA.get_field_index(C.BUCKET)
+    return rows.set_column(position, ARROW_SCHEMA.field(position), pa.array([bucket] * rows.num_rows, pa.string()))

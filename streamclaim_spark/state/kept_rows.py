@@ -18,9 +18,14 @@ from pyspark.sql import SparkSession
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.partitions import APART_PREFIX
-from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
-from streamclaim_spark.state.head_files import ARROW_SCHEMA
+from streamclaim_spark.state.driver_files import arrow_schema_of, in_schema, read_on_driver, readable_on_driver
+from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
+
+# Most rows a decision reads on the driver (the key columns of the files that may hold what it looks
+# for: a delivery's entries after its cursors, a check that no pending row lies past one); past it, a
+# Spark query decides.
+DECISION_ROWS_MAX = 1_000_000
 
 
 def kept_rows_at(
@@ -42,14 +47,7 @@ def kept_rows_at(
         any(file.bounds is None for file in files) or sum(file.bounds.rows for file in files if file.bounds) > max_rows
     ):
         return None
-    jvm = spark._jvm
-    assert jvm is not None
-    adds = [file.add_file(jvm) for file in files]
-    if not readable_on_driver(spark, adds):
-        return None
-    schema = pa.schema([ARROW_SCHEMA.field(name) for name in columns])
-    tables = [_in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, columns)]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return _columns_of(spark, table_path, files, columns)
 
 
 def every_head_at(spark: SparkSession, table_path: str, version: int | None, columns: Sequence[str]) -> pa.Table | None:
@@ -60,25 +58,24 @@ def every_head_at(spark: SparkSession, table_path: str, version: int | None, col
     files = kept_files_at(spark, table_path, version, None)
     if files is None:
         return None
-    jvm = spark._jvm
-    assert jvm is not None
-    adds = [file.add_file(jvm) for file in files if file.bucket.startswith(APART_PREFIX)]
-    if not readable_on_driver(spark, adds):
+    apart = [file for file in files if file.bucket.startswith(APART_PREFIX)]
+    rows = _columns_of(spark, table_path, apart, [C.ROW_KIND, *(name for name in columns if name != C.ROW_KIND)])
+    if rows is None:
         return None
-    wanted = [C.ROW_KIND, *(name for name in columns if name != C.ROW_KIND)]
-    schema = pa.schema([ARROW_SCHEMA.field(name) for name in wanted])
-    tables = [_in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, wanted)]
-    rows = pa.concat_tables(tables) if tables else schema.empty_table()
     heads = rows.filter(pc.is_in(rows.column(C.ROW_KIND), value_set=pa.array(C.HEAD_KINDS, pa.string())))
     return heads.select(list(columns))
 
 
-def _in_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """One file's columns in ``schema``'s types and order; a column the file predates as nulls."""
-    columns = [
-        table.column(field.name).cast(field.type)
-        if field.name in table.column_names
-        else pa.nulls(table.num_rows, field.type)
-        for field in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+def _columns_of(
+    spark: SparkSession, table_path: str, files: Sequence[LoggedFile], columns: Sequence[str]
+) -> pa.Table | None:
+    """``columns`` of every row of ``files`` in one table of the state table's types; None when a file has
+    a deletion vector."""
+    jvm = spark._jvm
+    assert jvm is not None
+    adds = [file.add_file(jvm) for file in files]
+    if not readable_on_driver(spark, adds):
+        return None
+    schema = arrow_schema_of(columns)
+    tables = [in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, columns)]
+    return pa.concat_tables(tables) if tables else schema.empty_table()

@@ -11,7 +11,7 @@ are not kept (a replay in a new process, Spark Connect, a deletion vector) the c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -20,7 +20,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
-from streamclaim_spark.state.head_files import ARROW_SCHEMA
+from streamclaim_spark.state.driver_files import ARROW_SCHEMA
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
 
 Ranges = Mapping[str, tuple[StreamId, StreamId]]
@@ -53,7 +53,7 @@ def batch_rows(snapshot: PrefetchedSnapshot, ranges: Ranges, group: str, consume
     if not pending.num_rows:
         return _joined(pending, None)
     streams = {stream: stream_partition(stream) for stream in ranges}
-    entries = snapshot.stored_rows([_query(streams, C.KIND_ENTRY, ranges)], _ENTRY_COLUMNS, None)
+    entries = snapshot.stored_rows([ranges_query(ranges, C.KIND_ENTRY, stream_partition)], _ENTRY_COLUMNS, None)
     if entries is None:
         return None
     return _joined(pending, entries.filter(_in_ranges(entries, ranges, C.KIND_ENTRY, streams)))
@@ -65,7 +65,8 @@ def pending_rows(
     """``consumer``'s pending rows of ``group`` in ``ranges``, read on the driver from the files that may
     hold them (at most ``max_rows`` rows in all, when given); None where Spark must read them."""
     groups = {stream: group_partition(stream, group) for stream in ranges}
-    pending = snapshot.stored_rows([_query(groups, C.KIND_PENDING, ranges)], _PENDING_COLUMNS, max_rows)
+    query = ranges_query(ranges, C.KIND_PENDING, groups.__getitem__)
+    pending = snapshot.stored_rows([query], _PENDING_COLUMNS, max_rows)
     if pending is None:
         return None
     return pending.filter(
@@ -73,11 +74,12 @@ def pending_rows(
     )
 
 
-def _query(partitions: Mapping[str, str], kind: str, ranges: Ranges) -> FileQuery:
-    """The files that may hold rows of ``kind`` in the ranges' partitions, between their lowest and highest IDs."""
+def ranges_query(ranges: Ranges, kind: str, partition_of: Callable[[str], str]) -> FileQuery:
+    """The files that may hold rows of ``kind`` in the ranges (each stream's exclusive low and inclusive
+    high ID): their streams' partitions (``partition_of``), between the lowest and the highest ID."""
     low = min(start for start, _ in ranges.values()).incr()
     high = max(end for _, end in ranges.values())
-    return FileQuery(tuple(sorted(partitions.values())), (kind,), low, high)
+    return FileQuery(tuple(sorted({partition_of(stream) for stream in ranges})), (kind,), low, high)
 
 
 def _joined(pending: pa.Table, entries: pa.Table | None) -> pa.Table:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -22,7 +23,6 @@ from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTri
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_changes import Removal
-from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
@@ -34,18 +34,15 @@ from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk import plan_deliveries
 from streamclaim_spark.state.columns import id_at_least, id_at_most, id_text, stored_id
+from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
-from streamclaim_spark.streaming.batch_rows import batch_rows, pending_rows
+from streamclaim_spark.streaming.batch_rows import batch_rows, pending_rows, ranges_query
 from streamclaim_spark.streaming.driver import Linked
 from streamclaim_spark.streaming.options import BatchOffset, RangeOptions, SourceOptions
 
 if TYPE_CHECKING:
     from streamclaim_spark.streaming.driver import DriverLink
-
-# Most rows of the PEL files a batch reads on the driver to find that none of the consumer's pending
-# rows lies past the last ID the query emitted; more, and a Spark query finds out.
-REDELIVERY_CHECK_ROWS_MAX = 1_000_000
 
 # What the source emits per entry; ``fields`` as the store keeps them (SQL: CAST(value AS STRING)).
 ENTRY_SCHEMA = (
@@ -242,11 +239,10 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = {s: span for s, span in batch.ranges().items() if ctx.snapshot.group(s, group) is not None}
         if not ranges:
             return set()
-        low = min(start for start, _ in ranges.values()).incr()
-        high = max(end for _, end in ranges.values())
-        partitions = tuple(sorted(group_partition(s, group) for s in ranges))
-        stored = ctx.snapshot.frame_of([FileQuery(partitions, (C.KIND_PENDING,), low, high)])
-        pending = _in_ranges(stored, ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        of_group = partial(group_partition, group=group)
+        query = ranges_query(ranges, C.KIND_PENDING, of_group)
+        stored = ctx.snapshot.frame_of([query])
+        pending = _in_ranges(stored, ranges, C.KIND_PENDING, of_group)
         done = pending.where(F.col(C.OWNER) == consumer).join(
             emitted, [C.STREAM, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, C.DELIVERY_TIME_MS], "left_semi"
         )
@@ -268,7 +264,9 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
 
         ctx.plan.add_removal(
-            Removal(C.KIND_PENDING, partitions, keys, low, high, empties=empties, written_at=batch.version)
+            Removal(
+                C.KIND_PENDING, query.partitions, keys, query.low, query.high, empties=empties, written_at=batch.version
+            )
         )
         return set(ranges)
 
@@ -290,19 +288,19 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {}
         # Usually there are none: the few files that may hold them, read on the driver, say so without a
         # Spark query (0.4-0.6 s a batch, docs/BENCHMARKS.md).
-        found = pending_rows(ctx.snapshot, ranges, group, consumer, REDELIVERY_CHECK_ROWS_MAX)
+        found = pending_rows(ctx.snapshot, ranges, group, consumer, DECISION_ROWS_MAX)
         if found is not None and found.num_rows == 0:
             return {}
-        low = min(start for start, _ in ranges.values()).incr()
-        pending = FileQuery(tuple(sorted(group_partition(s, group) for s in ranges)), (C.KIND_PENDING,), low, MAX_ID)
-        rows = _in_ranges(ctx.snapshot.frame_of([pending]), ranges, C.KIND_PENDING, lambda s: group_partition(s, group))
+        of_group = partial(group_partition, group=group)
+        pending = ranges_query(ranges, C.KIND_PENDING, of_group)
+        rows = _in_ranges(ctx.snapshot.frame_of([pending]), ranges, C.KIND_PENDING, of_group)
         rows = rows.where(F.col(C.OWNER) == consumer)
         if cap is not None:
             rows = rows.orderBy(C.ID_MS, C.ID_SEQ, C.STREAM).limit(cap)
         pair = F.struct(F.col(C.ID_MS), F.col(C.ID_SEQ))
         tallies = rows.groupBy(C.STREAM).agg(F.count(F.lit(1)).alias("n"), F.max(pair).alias("hi")).collect()
         if tallies:
-            entries = FileQuery(tuple(sorted(stream_partition(s) for s in ranges)), (C.KIND_ENTRY,), low, MAX_ID)
+            entries = ranges_query(ranges, C.KIND_ENTRY, stream_partition)
             live = _in_ranges(ctx.snapshot.frame_of([entries]), ranges, C.KIND_ENTRY, stream_partition)
             redelivered = rows.join(
                 live.select(C.STREAM, C.ID_MS, C.ID_SEQ), [C.STREAM, C.ID_MS, C.ID_SEQ], "left_semi"

@@ -11,7 +11,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -29,7 +28,12 @@ from streamclaim_spark.errors import InvalidArgumentError, nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk.driver_delivery import TARGET as _TARGET
 from streamclaim_spark.fleet.bulk.driver_delivery import UNTIL_MS as _UNTIL_MS
 from streamclaim_spark.fleet.bulk.driver_delivery import UNTIL_SEQ as _UNTIL_SEQ
-from streamclaim_spark.fleet.bulk.driver_delivery import bounds_of, delivered_on_driver, pending_rows_of
+from streamclaim_spark.fleet.bulk.driver_delivery import (
+    bounds_of,
+    delivered_on_driver,
+    none_pending_after_on_driver,
+    pending_rows_of,
+)
 from streamclaim_spark.state.columns import id_at_least, id_range_aggregates, stored_id
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.schema import pruned_to
@@ -123,11 +127,6 @@ def _advance(
     touch_consumer(ctx, key, group, consumer)
     return BulkDelivery(delivered, first, last, None)
 
-
-# Most rows of the PEL files a delivery reads on the driver to see that no PEL row lies after its
-# cursors; more, and a Spark query looks.
-NONE_AFTER_CURSORS_ROWS_MAX = 1_000_000
-_PENDING_KEY = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ)
 
 _TARGETS = StructType(
     [
@@ -262,24 +261,12 @@ def _group_partitions(records: Sequence[Mapping[str, object]]) -> list[str]:
 
 
 def _none_after_cursors(ctx: Context, records: list[dict[str, object]], lowest: StreamId) -> bool:
-    """True when no PEL row of the targets' groups lies after their group's cursor (the usual case).
-
-    The PEL files whose statistics reach past the lowest cursor are usually none, or the few a claim
-    or XCLAIM FORCE wrote: read on the driver, their rows answer without a Spark job (0.2-0.4 s a
-    delivery); Spark's query answers where they cannot be read there."""
-    query = FileQuery(tuple(_group_partitions(records)), (C.KIND_PENDING,), lowest, MAX_ID)
-    stored = ctx.snapshot.stored_rows([query], _PENDING_KEY, NONE_AFTER_CURSORS_ROWS_MAX)
-    if stored is None:
-        return _pending_after_cursors(ctx, records, lowest).limit(1).count() == 0
-    cursors = pa.Table.from_pylist(
-        [{C.PARTITION_ID: r[C.PARTITION_ID], C.LAST_MS: r[C.LAST_MS], C.LAST_SEQ: r[C.LAST_SEQ]} for r in records],
-        schema=pa.schema([(C.PARTITION_ID, pa.string()), (C.LAST_MS, pa.int64()), (C.LAST_SEQ, pa.int64())]),
-    )
-    rows = stored.filter(pc.equal(stored.column(C.ROW_KIND), C.KIND_PENDING)).join(cursors, C.PARTITION_ID)
-    ms, seq = rows.column(C.ID_MS), rows.column(C.ID_SEQ)
-    last_ms, last_seq = rows.column(C.LAST_MS), rows.column(C.LAST_SEQ)
-    after = pc.or_(pc.greater(ms, last_ms), pc.and_(pc.equal(ms, last_ms), pc.greater(seq, last_seq)))
-    return not pc.any(after).as_py()
+    """True when no PEL row of the targets' groups lies after their group's cursor (the usual case):
+    answered on the driver where its files can be read there, else by Spark's query."""
+    none_on_driver = none_pending_after_on_driver(ctx.snapshot, records, lowest)
+    if none_on_driver is not None:
+        return none_on_driver
+    return _pending_after_cursors(ctx, records, lowest).limit(1).count() == 0
 
 
 def _pending_after_cursors(ctx: Context, records: list[dict[str, object]], lowest: StreamId) -> DataFrame:

@@ -1,0 +1,91 @@
+"""XPENDING's summary of a group's PEL: how many entries, the smallest and largest ID, the count per owner.
+
+In a large table (the size ``file_stats`` narrows reads from) the files Delta's statistics answer are
+counted from them and only the others are read (``pending_stats``); elsewhere one aggregation reads the
+PEL's kind, owner and ID columns. XNACKed entries, which have no owner, count only in the total. Where
+the caller could not read the stream and group heads from their own files, they come in the same query.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.state import file_stats, pending_stats
+from streamclaim_spark.state.columns import id_range_aggregates, stored_id
+from streamclaim_spark.state.delta_io import is_connect
+from streamclaim_spark.state.file_stats import table_bytes
+from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions, kind_in
+
+if TYPE_CHECKING:
+    from streamclaim_spark.state.snapshot import Snapshot
+
+Summary = tuple[int, StreamId | None, StreamId | None, dict[str, int]]
+
+
+def summarize(snapshot: Snapshot, key: str, group: str, heads: bool) -> tuple[Summary, list[Any]]:
+    """The summary of ``group``'s PEL at the snapshot's version, and (with ``heads``) the stream and group
+    head rows read in the same query, for the snapshot to remember."""
+    stream_part, group_part = stream_partition(key), group_partition(key, group)
+    of_key = in_partitions([stream_part, group_part]) & (F.col(C.STREAM) == key)
+    wanted = kind_in(group_part, C.KIND_PENDING)
+    head_kinds = kind_in(stream_part, C.KIND_STREAM) | kind_in(group_part, C.KIND_GROUP)
+    head_files = [FileQuery((stream_part,), (C.KIND_STREAM,)), FileQuery((group_part,), (C.KIND_GROUP,))]
+    pel_files = FileQuery((group_part,), (C.KIND_PENDING,))
+    aggregates = id_range_aggregates()
+    row = F.struct(*(F.col(name) for name in COLUMN_NAMES)).alias("row")
+    large = (table_bytes(snapshot.spark, snapshot.table_path) or 0) >= file_stats.NARROW_FROM_BYTES
+    from_stats = _summary_from_stats(snapshot, key, group_part) if large else None
+    counts: dict[str, int] = {}
+    total = 0
+    parts: list[DataFrame] = []
+    lowest: StreamId | None = None
+    highest: StreamId | None = None
+    if from_stats is not None:
+        lowest, highest = min(from_stats.known, default=None), max(from_stats.known, default=None)
+        for owner, n in from_stats.counted.items():
+            total += n
+            if owner is not None:  # XNACKed entries count in the total, under no consumer
+                counts[owner] = counts.get(owner, 0) + n
+        if from_stats.read is not None:
+            parts.append(from_stats.read.withColumn(C.ROW_KIND, F.lit(C.KIND_PENDING)))
+    elif heads and not large:
+        rows = snapshot.frame_of([*head_files, pel_files]).where((wanted | head_kinds) & of_key)
+        parts.append(rows.groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates, F.first(row).alias("row")))
+    else:
+        rows = snapshot.frame_of([pel_files]).where(wanted & of_key)
+        parts.append(rows.groupBy(C.ROW_KIND, C.OWNER).agg(*aggregates))
+    if heads and large:
+        parts.append(snapshot.frame_of(head_files).where(head_kinds & of_key).select(C.ROW_KIND, row))
+    found_rows = []
+    if parts:
+        summary = parts[0]
+        for part in parts[1:]:
+            summary = summary.unionByName(part, allowMissingColumns=True)
+        found_rows = summary.collect()
+    head_rows = []
+    for found in found_rows:
+        if found[C.ROW_KIND] != C.KIND_PENDING:
+            head_rows.append(found["row"])
+            continue
+        total += found["n"]
+        if found[C.OWNER] is not None:
+            counts[found[C.OWNER]] = counts.get(found[C.OWNER], 0) + found["n"]
+        low, high = stored_id(found["lo"]), stored_id(found["hi"])
+        lowest = low if lowest is None else min(lowest, low)
+        highest = high if highest is None else max(highest, high)
+    return (total, lowest, highest, counts), head_rows
+
+
+def _summary_from_stats(snapshot: Snapshot, key: str, partition_id: str) -> pending_stats.StatsSummary | None:
+    """``pending_stats.summary_from_stats`` where it applies: a classic session, a pinned version, and
+    reads that are the stored rows (a batch's reads overlay its own changes)."""
+    if snapshot.version is None or is_connect(snapshot.spark) or not snapshot.reads_stored_rows():
+        return None
+    return pending_stats.summary_from_stats(snapshot.spark, snapshot.table_path, snapshot.version, key, partition_id)

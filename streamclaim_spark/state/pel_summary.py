@@ -8,7 +8,7 @@ the caller could not read the stream and group heads from their own files, they 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -21,15 +21,13 @@ from streamclaim_spark.state import file_stats, pending_stats
 from streamclaim_spark.state.columns import id_range_aggregates, stored_id
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
+from streamclaim_spark.state.prefetch import PrefetchedSnapshot
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions, kind_in
-
-if TYPE_CHECKING:
-    from streamclaim_spark.state.snapshot import Snapshot
 
 Summary = tuple[int, StreamId | None, StreamId | None, dict[str, int]]
 
 
-def summarize(snapshot: Snapshot, key: str, group: str, heads: bool) -> tuple[Summary, list[Any]]:
+def summarize(snapshot: PrefetchedSnapshot, key: str, group: str, heads: bool) -> tuple[Summary, list[Any]]:
     """The summary of ``group``'s PEL at the snapshot's version, and (with ``heads``) the stream and group
     head rows read in the same query, for the snapshot to remember."""
     stream_part, group_part = stream_partition(key), group_partition(key, group)
@@ -83,7 +81,7 @@ def summarize(snapshot: Snapshot, key: str, group: str, heads: bool) -> tuple[Su
     return (total, lowest, highest, counts), head_rows
 
 
-def _summary_from_stats(snapshot: Snapshot, key: str, partition_id: str) -> pending_stats.StatsSummary | None:
+def _summary_from_stats(snapshot: PrefetchedSnapshot, key: str, partition_id: str) -> pending_stats.StatsSummary | None:
     """``pending_stats.summary_from_stats`` where it applies: a classic session, a pinned version, and
     reads that are the stored rows (a batch's reads overlay its own changes)."""
     if snapshot.version is None or is_connect(snapshot.spark) or not snapshot.reads_stored_rows():

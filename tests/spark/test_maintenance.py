@@ -92,7 +92,9 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     before = replies(store)
 
     # Delta's 7 days: compaction folds the small files the commands left; nothing is old enough to go.
+    maintaining = time.time()
     first = store.maintain()
+    maintained_in = time.time() - maintaining
     table = first.tables[0]
     assert first.retention_ms == retention.DELTA_FILE_RETENTION_MS and table.table == "state"
     assert table.compaction.files_removed > table.compaction.files_added >= 1
@@ -122,6 +124,11 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     # than the query's restart will take (sized by its run, so a slow machine keeps more), while another
     # thread appends; the query then restarts from its checkpoint across the vacuum and reads only the new.
     store.execute("XADD", "events", "1-0", "e", "1")
+    # The live query's version must outlive the run below: the job starts a retention after
+    # ``first_replaced``, so the version must come later than that by more than the job and an XADD take
+    # (Delta refuses to time travel to a version older than the retention); faster commands once left
+    # too little time between them.
+    time.sleep(max(0.0, first_replaced + 3 * maintained_in + 5 - time.time()))
     live = Batches()
     started = time.time()
     run_available_now(group_stream(store, "live", stream="events"), live, tmp_path / "live")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Row, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
@@ -34,6 +34,7 @@ from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.kept_rows import kept_rows_at
 from streamclaim_spark.state.logged_table import logged_table
+from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX, ROW_COLUMNS, Lookup, prefetch_rows
 from streamclaim_spark.state.schema import (
     APART_KINDS,
     NAMED_PARTITIONS_MAX,
@@ -80,11 +81,21 @@ class _Query:
     consumers: dict[str, set[str]] = field(default_factory=dict)
     point_rows: int = 0
     scan: tuple[ScanKey, Column] | None = None
+    lookups: list[Lookup] = field(default_factory=list)  # the disjuncts by ID and the range, as the driver tests them
 
-    def ask(self, condition: Column, files: FileQuery) -> None:
-        """Adds a disjunct: its rows, and the files that may hold them."""
+    def ask(self, condition: Column, files: FileQuery, lookup: Lookup | None = None) -> None:
+        """Adds a disjunct: its rows, the files that may hold them, and (by ID or range) its lookup."""
         self.wanted.append(condition)
         self.files.append(files)
+        if lookup is not None:
+            self.lookups.append(lookup)
+
+    def scan_key(self) -> ScanKey | None:
+        return self.scan[0] if self.scan is not None else None
+
+    def only_lookups(self) -> bool:
+        """True when every disjunct is a lookup by ID or a range (no head or consumer is asked)."""
+        return bool(self.lookups) and not (self.stream_heads or self.group_heads or self.consumers)
 
 
 class PrefetchedSnapshot:
@@ -100,7 +111,7 @@ class PrefetchedSnapshot:
         self._consumers: dict[tuple[str, str, str], ConsumerMeta | None] = {}
         self._entries: dict[str, dict[StreamId, Entry | None]] = {}
         self._pending: dict[tuple[str, str], dict[StreamId, PendingEntry | None]] = {}
-        self._scans: dict[ScanKey, list[Row]] = {}
+        self._scans: dict[ScanKey, list[StateRow]] = {}
         self._all_heads_read = False  # every stream and group head is in _streams and _groups
 
     def frame(self) -> DataFrame:
@@ -152,8 +163,15 @@ class PrefetchedSnapshot:
         Point lookups and the (at most one) range are ORed under a top-level filter on their partitions
         and streams; each disjunct names its row kind and ID range, so Delta still skips every file
         whose statistics rule it out. The range's rows sort after the point lookups' rows, so one
-        ``LIMIT`` (point rows + range limit) serves both.
+        ``LIMIT`` (point rows + range limit) serves both. When only IDs and a range are asked and the
+        files that may hold them are kept and small, they are read on the driver instead (prefetch_rows.py).
         """
+        gathered = self._gathered(needs)
+        if gathered.only_lookups():
+            stored = self.stored_rows(gathered.files, ROW_COLUMNS, PREFETCH_ROWS_MAX)
+            if stored is not None:  # the few files the query would read, read on the driver: no Spark job
+                self._remember(needs, prefetch_rows(stored, gathered.lookups), gathered.scan_key())
+                return
         query = self.prefetch_query(*needs)
         if query is None:
             return
@@ -170,15 +188,7 @@ class PrefetchedSnapshot:
 
     def prefetch_query(self, *needs: Need) -> tuple[DataFrame, ScanKey | None] | None:
         """The one query ``prefetch`` runs for ``needs`` (None: all known), and which range it reads."""
-        query = _Query()
-        for need in needs:
-            key = need.key
-            stream_part = stream_partition(key)
-            group_parts = {g: group_partition(key, g) for g in need.groups}
-            self._ask_heads(query, need, stream_part, group_parts)
-            entry_ids = self._ask_by_id(query, need, stream_part, group_parts)
-            self._ask_range(query, need, stream_part, group_parts, entry_ids)
-            query.partitions.update(group_parts.values())
+        query = self._gathered(needs)
         keyed = len(query.stream_heads) + len(query.group_heads) + sum(len(p) for p in query.consumers.values())
         if query.scan is None and keyed > NAMED_PARTITIONS_MAX:
             # A fleet's heads and consumers: one semi-join with their keys instead of IN lists of thousands;
@@ -191,7 +201,20 @@ class PrefetchedSnapshot:
         _ask_heads_by_name(query)
         if not query.wanted:
             return None
-        return self._named_query(query, needs), query.scan[0] if query.scan is not None else None
+        return self._named_query(query, needs), query.scan_key()
+
+    def _gathered(self, needs: Sequence[Need]) -> _Query:
+        """What ``needs`` ask for that the snapshot does not know yet."""
+        query = _Query()
+        for need in needs:
+            key = need.key
+            stream_part = stream_partition(key)
+            group_parts = {g: group_partition(key, g) for g in need.groups}
+            self._ask_heads(query, need, stream_part, group_parts)
+            entry_ids = self._ask_by_id(query, need, stream_part, group_parts)
+            self._ask_range(query, need, stream_part, group_parts, entry_ids)
+            query.partitions.update(group_parts.values())
+        return query
 
     def _ask_heads(self, query: _Query, need: Need, stream_part: str, group_parts: dict[str, str]) -> None:
         """The heads and the consumer ``need`` names that the snapshot does not know yet."""
@@ -210,7 +233,8 @@ class PrefetchedSnapshot:
         entry_ids = sorted(set(need.entry_ids) - set(self._entries.get(key, {})))
         if entry_ids:
             entries = FileQuery((stream_part,), (C.KIND_ENTRY,), entry_ids[0], entry_ids[-1])
-            query.ask(kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids), entries)
+            lookup = Lookup(key, stream_part, C.KIND_ENTRY, tuple(entry_ids))
+            query.ask(kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids), entries, lookup)
             query.partitions.add(stream_part)
             query.point_rows += len(entry_ids)
         if need.pending_ids:
@@ -218,7 +242,8 @@ class PrefetchedSnapshot:
                 pending_ids = sorted(set(need.pending_ids) - set(self._pending.get((key, group), {})))
                 if pending_ids:
                     rows = FileQuery((group_parts[group],), (C.KIND_PENDING,), pending_ids[0], pending_ids[-1])
-                    query.ask(kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids), rows)
+                    lookup = Lookup(key, group_parts[group], C.KIND_PENDING, tuple(pending_ids))
+                    query.ask(kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids), rows, lookup)
                     query.point_rows += len(pending_ids)
         return entry_ids
 
@@ -242,7 +267,8 @@ class PrefetchedSnapshot:
                 "a range and lookups by ID of the same rows cannot share a query"
             )
             query.scan = (scan_key, kind_in(part, kind) & scan_filter(range_scan))
-            query.ask(query.scan[1], FileQuery((part,), (kind,), range_scan.low, range_scan.high))
+            in_range = FileQuery((part,), (kind,), range_scan.low, range_scan.high)
+            query.ask(query.scan[1], in_range, Lookup(key, part, kind, scan=range_scan))
             query.partitions.add(part)
 
     def _named_query(self, query: _Query, needs: Sequence[Need]) -> DataFrame:
@@ -283,9 +309,9 @@ class PrefetchedSnapshot:
         in_buckets = pruned_to((str(r[C.PARTITION_ID]) for r in records), kinds=APART_KINDS)
         return rows_with_keys(self.frame().where(in_buckets & kinds), keys)
 
-    def _remember(self, needs: Sequence[Need], rows: list[Row], scan_key: ScanKey | None) -> None:
+    def _remember(self, needs: Sequence[Need], rows: Sequence[StateRow], scan_key: ScanKey | None) -> None:
         """Files the rows of a prefetch under what they answer; what was asked for and absent is None."""
-        scanned: list[Row] = []
+        scanned: list[StateRow] = []
         for row in rows:
             kind = row[C.ROW_KIND]
             in_scan = scan_key is not None and kind == scan_key[0] and row[C.STREAM] == scan_key[1]
@@ -340,26 +366,6 @@ class PrefetchedSnapshot:
                 entries_read=row[C.ENTRIES_READ],
                 version=row[C.VERSION],
             )
-
-
-# The columns ``_remember_head`` reads: a read of every head need not carry the others.
-HEAD_COLUMNS = (
-    C.ROW_KIND,
-    C.STREAM,
-    C.GROUP,
-    C.LAST_MS,
-    C.LAST_SEQ,
-    C.ENTRIES_ADDED,
-    C.ENTRY_COUNT,
-    C.FIRST_MS,
-    C.FIRST_SEQ,
-    C.MAX_DELETED_MS,
-    C.MAX_DELETED_SEQ,
-    C.GROUP_NAMES,
-    C.VERSION,
-    C.SOME_DELETED,
-    C.ENTRIES_READ,
-)
 
 
 def _ask_heads_by_name(query: _Query) -> None:

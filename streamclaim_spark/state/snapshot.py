@@ -30,12 +30,31 @@ from streamclaim_spark.state.columns import (
 )
 from streamclaim_spark.state.head_files import head_rows_for
 from streamclaim_spark.state.kept_rows import every_head_at
-from streamclaim_spark.state.prefetch import HEAD_COLUMNS, PrefetchedSnapshot
+from streamclaim_spark.state.prefetch import PrefetchedSnapshot
 from streamclaim_spark.state.schema import (
     NAMED_PARTITIONS_MAX,
     in_buckets,
     in_partitions,
     kind_in,
+)
+
+# The columns ``PrefetchedSnapshot._remember_head`` reads: a read of every head need not carry the others.
+HEAD_COLUMNS = (
+    C.ROW_KIND,
+    C.STREAM,
+    C.GROUP,
+    C.LAST_MS,
+    C.LAST_SEQ,
+    C.ENTRIES_ADDED,
+    C.ENTRY_COUNT,
+    C.FIRST_MS,
+    C.FIRST_SEQ,
+    C.MAX_DELETED_MS,
+    C.MAX_DELETED_SEQ,
+    C.GROUP_NAMES,
+    C.VERSION,
+    C.SOME_DELETED,
+    C.ENTRIES_READ,
 )
 
 

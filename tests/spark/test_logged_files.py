@@ -3,7 +3,8 @@
 Each check compares ``logged_files.files_at`` with Delta's ``Snapshot.allFiles`` at the same version,
 after writes that add, rewrite and remove files, for a table written anew at the same path, and where
 the kept files are too far behind to be brought forward; a transaction's listing with Delta's
-``filterFiles`` for the same filter; and a read over the kept files (``logged_table``) with Delta's read.
+``filterFiles`` for the same filter; a read over the kept files (``logged_table``) with Delta's read; and
+a prefetch answered on the driver from the kept files (``prefetch_rows``) with its Spark query.
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
+from streamclaim_spark.core.model import Need, Scan
 from streamclaim_spark.core.partitions import bucket_of, group_partition
-from streamclaim_spark.state import logged_files
+from streamclaim_spark.state import logged_files, prefetch
+from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, java_list, pruning_filters
 from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.schema import file_condition
 from streamclaim_spark.state.tables import table_path
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
@@ -179,3 +183,47 @@ def test_a_read_over_the_kept_files_gives_deltas_rows_and_an_older_version_is_le
     assert_df_equality(kept.where(condition), delta.where(condition), ignore_row_order=True)
     assert 0 < len(kept.where(condition).inputFiles()) < len(delta.inputFiles())
     assert logged_table(spark, path, version - 1, [query]) is None  # time travel: Delta's read
+
+
+def test_a_prefetch_answered_on_the_driver_files_the_rows_its_spark_query_reads_and_runs_no_job(
+    spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = first_id(store)
+
+    def at(n: int) -> StreamId:
+        return StreamId(first.ms, first.seq + n)
+
+    missing = StreamId(first.ms + 1, 0)
+    reads = [  # each one prefetch: lookups by ID, and ranges of entries and PEL rows (owner, cutoff, reverse)
+        [Need("s", entry_ids=(at(3), at(500), missing)), Need("s", ("h",), pending_ids=(at(1), at(999), missing))],
+        [Need("s", entry_scan=Scan(at(95), at(205), limit=20))],
+        [Need("s", entry_scan=Scan(at(10), at(990), limit=5, reverse=True))],
+        [
+            Need(
+                "s",
+                ("g",),
+                pending_scan=Scan(at(10), at(900), limit=7, reverse=True, owner="c", delivered_at_or_before=T0),
+            )
+        ],
+        [Need("s", ("h",), pending_scan=Scan(at(0), at(999), limit=3, owner="nobody"))],
+    ]
+
+    def read(needs: list[Need]) -> tuple[Any, ...]:
+        snapshot = store.snapshot()
+        snapshot.prefetch(*needs)
+        scans = {
+            key: [entry_from_row(r) if key[0] == C.KIND_ENTRY else pending_from_row(r) for r in rows]
+            for key, rows in snapshot._scans.items()
+        }
+        return scans, snapshot._entries, snapshot._pending
+
+    for needs in reads:
+        with count_jobs(spark.sparkContext) as on_driver:
+            driver = read(needs)
+        monkeypatch.setattr(prefetch, "PREFETCH_ROWS_MAX", 0)  # the files hold more: Spark's query reads them
+        by_spark = read(needs)
+        monkeypatch.undo()
+
+        assert driver == by_spark
+        assert on_driver.jobs == 0
+    assert [len(rows) for rows in read(reads[1])[0].values()] == [20]

@@ -34,7 +34,13 @@ from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.kept_rows import kept_rows_at
 from streamclaim_spark.state.logged_table import logged_table
-from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX, ROW_COLUMNS, Lookup, prefetch_rows
+from streamclaim_spark.state.prefetch_rows import (
+    PREFETCH_LOOKUPS_MAX,
+    PREFETCH_ROWS_MAX,
+    ROW_COLUMNS,
+    Lookup,
+    prefetch_rows,
+)
 from streamclaim_spark.state.schema import (
     APART_KINDS,
     NAMED_PARTITIONS_MAX,
@@ -94,8 +100,9 @@ class _Query:
         return self.scan[0] if self.scan is not None else None
 
     def only_lookups(self) -> bool:
-        """True when every disjunct is a lookup by ID or a range (no head or consumer is asked)."""
-        return bool(self.lookups) and not (self.stream_heads or self.group_heads or self.consumers)
+        """True when every disjunct is a lookup by ID or a range (no head or consumer is asked), and few."""
+        few = 0 < len(self.lookups) <= PREFETCH_LOOKUPS_MAX
+        return few and not (self.stream_heads or self.group_heads or self.consumers)
 
 
 class PrefetchedSnapshot:

@@ -25,6 +25,9 @@ from streamclaim_spark.state.schema import COLUMN_NAMES
 # Most stored rows a prefetch reads on the driver (every column; two full entry or PEL files of a
 # capped bulk write); more, and the Spark query reads them.
 PREFETCH_ROWS_MAX = 200_000
+# Most lookups answered on the driver: each filters the stored rows once, so a fleet's thousands of
+# needs are left to the Spark query, which tests them in one pass.
+PREFETCH_LOOKUPS_MAX = 64
 # The columns a prefetch's rows carry: all but the bucket, which is the files' partition value.
 ROW_COLUMNS = tuple(name for name in COLUMN_NAMES if name != C.BUCKET)
 

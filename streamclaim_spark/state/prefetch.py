@@ -179,7 +179,7 @@ class PrefetchedSnapshot:
             if stored is not None:  # the few files the query would read, read on the driver: no Spark job
                 self._remember(needs, prefetch_rows(stored, gathered.lookups), gathered.scan_key())
                 return
-        query = self.prefetch_query(*needs)
+        query = self._query_of(gathered, needs)
         if query is None:
             return
         frame, scan_key = query
@@ -195,7 +195,10 @@ class PrefetchedSnapshot:
 
     def prefetch_query(self, *needs: Need) -> tuple[DataFrame, ScanKey | None] | None:
         """The one query ``prefetch`` runs for ``needs`` (None: all known), and which range it reads."""
-        query = self._gathered(needs)
+        return self._query_of(self._gathered(needs), needs)
+
+    def _query_of(self, query: _Query, needs: Sequence[Need]) -> tuple[DataFrame, ScanKey | None] | None:
+        """``prefetch_query`` for what ``needs`` ask that is not known yet (``_gathered``)."""
         keyed = len(query.stream_heads) + len(query.group_heads) + sum(len(p) for p in query.consumers.values())
         if query.scan is None and keyed > NAMED_PARTITIONS_MAX:
             # A fleet's heads and consumers: one semi-join with their keys instead of IN lists of thousands;

@@ -107,10 +107,10 @@ class Snapshot(PrefetchedSnapshot):
     def _heads_from_files(self, needs: Sequence[Need]) -> bool:
         """Reads the stream, group and consumer rows of ``needs`` from their own files on the driver
         (``head_rows_for``: no Spark job), unless all are known; False where that cannot be done."""
-        if not self.reads_heads_from_files:
-            return False
         if all(self._knows_heads(need) for need in needs):
             return True
+        if not self.reads_heads_from_files:
+            return False
         rows = head_rows_for(self.spark, self.table_path, self.version, needs)
         if rows is None:
             return False
@@ -330,7 +330,7 @@ class Snapshot(PrefetchedSnapshot):
         count per owner (``pel_summary``). The stream and group heads are read from their own files, or,
         where they cannot be, come in the summary's query; either way they land in the snapshot."""
         need = Need(key, (group,))
-        heads = not self._knows_heads(need) and not self._heads_from_files([need])
+        heads = not self._heads_from_files([need])
         summary, head_rows = pel_summary.summarize(self, key, group, heads)
         for row in head_rows:
             self._remember_head(row)

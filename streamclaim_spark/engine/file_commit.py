@@ -66,7 +66,7 @@ from streamclaim_spark.state.delta_txn import (
     row_count,
     supports_transactions,
 )
-from streamclaim_spark.state.schema import COLUMN_NAMES, STATE_SCHEMA, bucket_column
+from streamclaim_spark.state.schema import COLUMN_NAMES, bucket_column
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
 
 # The operation Delta records for a commit of files (``DeltaTransaction.commit``): a WRITE, whose
@@ -135,7 +135,7 @@ def _commit_files(
     added = []
     if on_driver:
         local = in_write_order(pa.concat_tables(on_driver)) if len(on_driver) > 1 else on_driver[0]
-        added.extend(txn.write(spark.createDataFrame(local, STATE_SCHEMA).coalesce(1)))
+        added.extend(txn.write_arrow(local, rows_per_file))
     for position, frame in enumerate(plan.appends):
         if isinstance(frame, pa.Table):
             continue

@@ -11,6 +11,7 @@ conflict check treats it exactly as it treats a MERGE that read the same buckets
 from __future__ import annotations
 
 import contextlib
+import json
 import posixpath
 import time
 import weakref
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow as pa
 from py4j.protocol import Py4JError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -27,6 +29,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import is_connect
+from streamclaim_spark.state.driver_writes import local_folder, stats_columns, write_files
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
@@ -200,6 +203,35 @@ class DeltaTransaction:
             self._spark._jsparkSession, rows._jdf.logicalPlan()
         )
         return java_items(self._jvm, self._txn.writeFiles(dataset))
+
+    def write_arrow(self, rows: pa.Table, rows_per_file: int) -> list[Any]:
+        """Writes ``rows`` (the state table's Arrow schema, in write order) as new data files of this
+        transaction, on the driver where the table allows it (state/driver_writes.py), else through
+        ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
+        folder = local_folder(self._path)
+        configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
+            self._txn.metadata().configuration()
+        )
+        columns = stats_columns(dict(configuration))
+        if folder is None or columns is None:
+            return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))
+        actions = write_files(folder, rows, rows_per_file, columns)
+        from_json = self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson
+        added = [from_json(json.dumps({"add": action})) for action in actions]
+        self._register_written(len(added), rows.num_rows, sum(action["size"] for action in actions))
+        return added
+
+    def _register_written(self, files: int, rows: int, size: int) -> None:
+        """Gives the commit the metrics Delta's own write registers (DESCRIBE HISTORY's numFiles,
+        numOutputRows, numOutputBytes)."""
+        metrics = self._jvm.java.util.HashMap()
+        context = self._spark.sparkContext._jsc.sc()
+        for name, value in (("numFiles", files), ("numOutputRows", rows), ("numOutputBytes", size)):
+            metric = self._jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(context, name)
+            metric.set(value)
+            metrics.put(name, metric)
+        scala_map = self._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metrics)
+        self._txn.registerSQLMetrics(self._spark._jsparkSession, scala_map)
 
     def recorded_version(self, app_id: str) -> int:
         """The last version recorded for the idempotent writer ``app_id`` (-1: none), as read by this

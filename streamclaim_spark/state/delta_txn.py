@@ -209,9 +209,7 @@ class DeltaTransaction:
         transaction, on the driver where the table allows it (state/driver_writes.py), else through
         ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
         folder = local_folder(self._path)
-        configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(
-            self._txn.metadata().configuration()
-        )
+        configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self._txn.metadata().configuration())
         columns = stats_columns(dict(configuration))
         if folder is None or columns is None:
             return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))

@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
+from streamclaim_spark.fleet.bulk.arrow_append import append_table
 from streamclaim_spark.state.delta_io import updated_snapshot
 from streamclaim_spark.state.delta_txn import TXN_APP_ID, TXN_VERSION
 from streamclaim_spark.streaming.driver import Linked
@@ -50,8 +51,11 @@ def recorded_batch(store: StreamStore, app_id: str) -> int:
     return int(recorded.get()) if recorded.isDefined() else -1
 
 
-def append_once(store: StreamStore, frame: DataFrame, options: SinkOptions, batch_id: int) -> BulkAppend | None:
-    """Appends ``frame`` as the sink's batch ``batch_id`` unless the store already holds that batch."""
+def append_once(
+    store: StreamStore, rows: DataFrame | pa.Table, options: SinkOptions, batch_id: int
+) -> BulkAppend | None:
+    """Appends ``rows`` as the sink's batch ``batch_id`` unless the store already holds that batch. Rows
+    given as Arrow are made into entries on the driver where they can be (``arrow_append``)."""
     app_id = sink_app_id(options.sink_id)
     if recorded_batch(store, app_id) >= batch_id:
         return None
@@ -59,10 +63,17 @@ def append_once(store: StreamStore, frame: DataFrame, options: SinkOptions, batc
     session.conf.set(TXN_APP_ID, app_id)
     session.conf.set(TXN_VERSION, str(batch_id))
     try:
+        if isinstance(rows, pa.Table):
+            appended = (
+                append_table(store.runner, options.stream, rows, options.stream_column) if not options.fields else None
+            )
+            if appended is not None:
+                return appended
+            rows = store.spark.createDataFrame(rows)
         if options.stream_column is not None:
-            return store.append_streams(frame, options.stream_column, options.fields)
+            return store.append_streams(rows, options.stream_column, options.fields)
         assert options.stream is not None
-        return store.append(options.stream, frame, options.fields)
+        return store.append(options.stream, rows, options.fields)
     finally:
         session.conf.unset(TXN_APP_ID)
         session.conf.unset(TXN_VERSION)
@@ -93,9 +104,7 @@ class AppendWriter(Linked, DataSourceStreamArrowWriter):
         tables = [m.table() for m in messages if isinstance(m, ArrowRows) and m.rows]
         if not tables:
             return
-        store = self._store()
-        frame = store.spark.createDataFrame(pa.concat_tables(tables))
-        append_once(store, frame, self.options, batchId)
+        append_once(self._store(), pa.concat_tables(tables), self.options, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing was written: rows travel in the commit messages, and an aborted batch has none appended."""

@@ -28,14 +28,15 @@ def _say(line: str) -> None:
 
 def _announce_commits() -> None:
     """Prints ``committing`` whenever a commit starts executing in the JVM: a Delta MERGE (Spark's
-    ``DataFrame.mergeInto``, delta_io.merge_into) or a write of a commit of files (``DeltaTransaction.write``,
-    engine/file_commit.py), whichever the command's plan commits by."""
+    ``DataFrame.mergeInto``, delta_io.merge_into) or a write of a commit of files (``DeltaTransaction.write``
+    or ``write_arrow``, engine/file_commit.py), whichever the command's plan commits by."""
     from pyspark.sql.merge import MergeIntoWriter
 
     from streamclaim_spark.state.delta_txn import DeltaTransaction
 
     original_merge = MergeIntoWriter.merge
     original_write = DeltaTransaction.write
+    original_write_arrow = DeltaTransaction.write_arrow
 
     def merge(self: Any) -> Any:
         _say("committing")
@@ -45,8 +46,13 @@ def _announce_commits() -> None:
         _say("committing")
         return original_write(self, rows)
 
+    def write_arrow(self: Any, rows: Any, rows_per_file: int) -> Any:
+        _say("committing")
+        return original_write_arrow(self, rows, rows_per_file)
+
     MergeIntoWriter.merge = merge  # type: ignore[method-assign]
     DeltaTransaction.write = write  # type: ignore[method-assign]
+    DeltaTransaction.write_arrow = write_arrow  # type: ignore[method-assign]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -24,6 +24,8 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import bucket_of, group_partition
+from streamclaim_spark.errors import InvalidArgumentError
+from streamclaim_spark.fleet.bulk.arrow_append import append_table
 from streamclaim_spark.state.tables import table_path
 from streamclaim_spark.streaming import register, source
 from streamclaim_spark.streaming.driver import DriverLink
@@ -301,6 +303,46 @@ def copy_source(spark: SparkSession, tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "in"
     spark.createDataFrame([("a", b"\x00\xff"), ("b", b"")], "name STRING, blob BINARY").write.parquet(str(folder))
     yield folder
+
+
+def test_rows_given_as_arrow_become_the_entries_an_append_of_the_same_dataframe_makes(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    rows = pa.table(
+        {
+            "who": ["x", None, "y"],
+            "n": pa.array([1, None, -3], pa.int64()),
+            "ok": [True, False, None],
+            "blob": [b"\x00\xff", None, b""],
+        }
+    )
+    by_arrow = append_table(store.runner, "arrow", rows)
+    store.append("frame", spark.createDataFrame(rows))
+
+    assert by_arrow is not None and by_arrow.count == 3
+    entries = store.execute("XRANGE", "arrow", "-", "+", decode_responses=False)
+    assert [entry_id.decode() for entry_id, _ in entries] == [f"{by_arrow.first_id.ms}-{seq}" for seq in range(3)]
+    assert str(by_arrow.last_id) == entries[-1][0].decode()
+    assert [fields for _, fields in entries] == [
+        fields for _, fields in store.execute("XRANGE", "frame", "-", "+", decode_responses=False)
+    ]
+    # Spark reads the files the driver wrote as it reads its own.
+    state = spark.read.format("delta").load(table_path(store.path, C.STATE_TABLE_DIR))
+    stored = state.where((F.col(C.STREAM) == "arrow") & (F.col(C.ROW_KIND) == C.KIND_ENTRY)).orderBy(C.ID_SEQ)
+    assert [[(pair.field, pair.value) for pair in row[C.FIELDS]][1:3] for row in stored.collect()] == [
+        [(b"n", b"1"), (b"ok", b"true")],
+        [(b"n", b""), (b"ok", b"false")],
+        [(b"n", b"-3"), (b"ok", b"")],
+    ]
+
+    to_streams = append_table(store.runner, None, rows.append_column("to", pa.array(["b", "a", "b"])), "to")
+    assert to_streams is not None and to_streams.first_id is None
+    assert {name: count for name, (count, _, _) in to_streams.streams.items()} == {"a": 1, "b": 2}
+    assert [fields[1] for _, fields in store.execute("XRANGE", "b", "-", "+", decode_responses=False)] == [b"x", b"y"]
+    # Floats' text in Arrow is not Spark's: such rows take the DataFrame path (None here).
+    assert append_table(store.runner, "floats", pa.table({"x": [1.5]})) is None
+    with pytest.raises(InvalidArgumentError, match="stream_column='to': 1 row"):
+        append_table(store.runner, None, pa.table({"to": ["a", None], "n": [1, 2]}), "to")
 
 
 def test_the_sink_appends_each_batch_once_and_a_replayed_batch_adds_nothing(

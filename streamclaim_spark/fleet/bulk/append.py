@@ -176,13 +176,10 @@ def _counts(ordered: DataFrame, stream_column: str | None) -> dict[str, list[tup
     return counts
 
 
-def _place(
-    ctx: Context, name: str, parts: list[tuple[int, int]], offsets: list[dict[str, object]]
-) -> tuple[int, StreamId, StreamId]:
-    """Gives stream ``name``'s new entries their IDs, as a run of ``XADD *`` would, and writes its head;
-    adds the first sequence number of each input partition's entries to ``offsets``. Returns the
-    stream's (entries, first ID, last ID)."""
-    total = sum(count for _, count in parts)
+def place_ids(ctx: Context, name: str, total: int) -> tuple[StreamId, StreamId]:
+    """Gives stream ``name``'s ``total`` new entries their IDs, as a run of ``XADD *`` would (one
+    millisecond, consecutive sequence numbers after the stream's last ID), and writes its head; returns
+    the first and the last ID."""
     existing = ctx.snapshot.stream(name)
     meta = existing or StreamMeta(name)
     if meta.last_id == MAX_ID:
@@ -193,6 +190,25 @@ def _place(
             f"frame: {total} entries for stream {name!r} do not fit in millisecond {first.ms}; append in smaller parts"
         )
     last = StreamId(first.ms, first.seq + total - 1)
+    after = replace(
+        meta,
+        last_id=last,
+        length=meta.length + total,
+        entries_added=meta.entries_added + total,
+        first_id=first if meta.length == 0 else meta.first_id,
+    )
+    put_stream_head(ctx, existing, after)
+    return first, last
+
+
+def _place(
+    ctx: Context, name: str, parts: list[tuple[int, int]], offsets: list[dict[str, object]]
+) -> tuple[int, StreamId, StreamId]:
+    """``place_ids`` for stream ``name``'s entries, given as (input partition, rows) pairs; adds the first
+    sequence number of each input partition's entries to ``offsets``. Returns the stream's (entries,
+    first ID, last ID)."""
+    total = sum(count for _, count in parts)
+    first, last = place_ids(ctx, name, total)
     first_ms, first_seq = first.stored()
     before = 0
     for part, count in parts:
@@ -206,14 +222,6 @@ def _place(
             }
         )
         before += count
-    after = replace(
-        meta,
-        last_id=last,
-        length=meta.length + total,
-        entries_added=meta.entries_added + total,
-        first_id=first if meta.length == 0 else meta.first_id,
-    )
-    put_stream_head(ctx, existing, after)
     return total, first, last
 
 

@@ -200,12 +200,9 @@ def plan_deliveries(
         return results
     assert lowest is not None
     local = delivered_on_driver(ctx.snapshot, records, lowest, count, total)
-    if local is not None:
+    if local is not None:  # the PEL rows made on the driver too, and written there by the commit
         bounds = bounds_of(local)
-        if local.num_rows <= ROWS_WRITTEN_FROM_DRIVER_MAX:
-            rows = pending_rows_of(local, ctx.now, ctx.txn)
-        else:  # each target's entries up to its last delivered ID, written by Spark's tasks
-            rows = _pending_rows(ctx, _delivered(ctx, _up_to_last(records, bounds), lowest, None, None))
+        rows = pending_rows_of(local, ctx.now, ctx.txn)
     else:
         delivered = _delivered(ctx, records, lowest, count, total)
         bounds = [
@@ -221,27 +218,6 @@ def plan_deliveries(
         key, group, consumer = targets[position]
         results[position] = _advance(ctx, key, group, consumer, delivered_count, first, last)
     return results
-
-
-def _up_to_last(
-    records: list[dict[str, object]], bounds: list[tuple[int, int, StreamId, StreamId]]
-) -> list[dict[str, object]]:
-    """The records of the targets that deliver, each capped at its last delivered ID: a target delivers
-    the entries after its cursor, oldest first, so those are exactly the ones it delivers."""
-    last_ids = {position: last for position, _, _, last in bounds}
-    capped = []
-    for record in records:
-        last = last_ids.get(int(str(record[_TARGET])))
-        if last is not None:
-            until_ms, until_seq = last.stored()
-            capped.append({**record, _UNTIL_MS: until_ms, _UNTIL_SEQ: until_seq})
-    return capped
-
-
-# Most PEL rows of a delivery decided on the driver that are also made there, to be written with the
-# commit's heads in one Spark task; more are made by Spark's tasks from the entries (a streaming batch
-# of 125,000: one task's write 2.0-2.3 s, Spark's append ~1 s; docs/BENCHMARKS.md).
-ROWS_WRITTEN_FROM_DRIVER_MAX = 20_000
 
 
 def _add_pending_rows(ctx: Context, rows: DataFrame | pa.Table, none_beyond: bool, partitions: Sequence[str]) -> None:

@@ -123,12 +123,13 @@ def _commit_files(
         return MERGE_INSTEAD
     if only_writes and not overlaid.replaced and overlaid.rows is None:
         return None  # every write leaves its row as it was (e.g. a claim of a row no longer idle)
-    # The rows made on the driver (the writes' files rewritten, appends given as Arrow tables) go in one
-    # write, first: each Spark write is a job (~0.3 s for a few rows), and the commit's operation metrics
-    # (numOutputRows, numFiles) are its last write's. Then one write per frame: rows of one bucket given
-    # as a literal need no sort by bucket, which a union with other rows would make Delta add over all
-    # of them (a sort of every appended row). Appended frames are written in the order their producer
-    # gives (appends keep their rows ID-ordered).
+    # The rows made on the driver (the writes' files rewritten, appends given as Arrow tables) are written
+    # there, first, by pyarrow (state/driver_writes.py): a Spark write of them was a job whose one task got
+    # them through the plan (~0.3 s for a few rows, 6-8 s for 250,000 entries). Then one Spark write per
+    # frame: rows of one bucket given as a literal need no sort by bucket, which a union with other rows
+    # would make Delta add over all of them (a sort of every appended row). Appended frames are written in
+    # the order their producer gives (appends keep their rows ID-ordered). The commit's operation metrics
+    # (numOutputRows, numFiles) are its last write's.
     on_driver = [as_state_rows(rows) for rows in plan.appends if isinstance(rows, pa.Table) and rows.num_rows]
     if overlaid.rows is not None:
         on_driver.insert(0, overlaid.rows)

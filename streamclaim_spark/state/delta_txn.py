@@ -29,7 +29,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.driver_writes import local_folder, stats_columns, write_files
+from streamclaim_spark.state.driver_writes import stats_columns, write_files
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
@@ -208,7 +208,8 @@ class DeltaTransaction:
         """Writes ``rows`` (the state table's Arrow schema, in write order) as new data files of this
         transaction, on the driver where the table allows it (state/driver_writes.py), else through
         ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
-        folder = local_folder(self._path)
+        data_path = self._txn.deltaLog().dataPath().toUri()  # qualified: a relative path resolved as Delta did
+        folder = str(data_path.getPath()) if data_path.getScheme() in (None, "file") else None
         configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self._txn.metadata().configuration())
         columns = stats_columns(dict(configuration))
         if folder is None or columns is None:

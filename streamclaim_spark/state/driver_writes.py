@@ -37,14 +37,6 @@ _WRITTEN_BY_DELTA = ("delta.enableDeletionVectors", "delta.randomizeFilePrefixes
 _COLUMN_MAPPING = "delta.columnMapping.mode"
 
 
-def local_folder(table_path: str) -> str | None:
-    """The table's folder on the local disk, or None when it lies elsewhere (an object store, HDFS)."""
-    if table_path.startswith("file:"):
-        path = table_path[len("file:") :]
-        return "/" + path.lstrip("/")
-    return table_path if table_path.startswith("/") else None
-
-
 def stats_columns(configuration: Mapping[str, str]) -> list[str] | None:
     """The columns Delta collects statistics on for a table of ``configuration``, or None when files
     written here would differ from Delta's (its statistics columns implicit, deletion vectors, random

@@ -1,15 +1,19 @@
 """XPENDING's summary of a group's PEL: how many entries, the smallest and largest ID, the count per owner.
 
 In a large table (the size ``file_stats`` narrows reads from) the files Delta's statistics answer are
-counted from them and only the others are read (``pending_stats``); elsewhere one aggregation reads the
-PEL's kind, owner and ID columns. XNACKed entries, which have no owner, count only in the total. Where
-the caller could not read the stream and group heads from their own files, they come in the same query.
+counted from them and only the others are read (``pending_stats``); elsewhere the kept PEL files that
+may hold the group's rows are read on the driver when they hold at most ``PREFETCH_ROWS_MAX`` rows (no
+Spark job), else one aggregation reads the PEL's kind, owner and ID columns. XNACKed entries, which
+have no owner, count only in the total. Where the caller could not read the stream and group heads
+from their own files, they come in the same query.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -22,6 +26,7 @@ from streamclaim_spark.state.columns import id_range_aggregates, stored_id
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
+from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions, kind_in
 
 Summary = tuple[int, StreamId | None, StreamId | None, dict[str, int]]
@@ -39,6 +44,9 @@ def summarize(snapshot: PrefetchedSnapshot, key: str, group: str, heads: bool) -
     aggregates = id_range_aggregates()
     row = F.struct(*(F.col(name) for name in COLUMN_NAMES)).alias("row")
     large = (table_bytes(snapshot.spark, snapshot.table_path) or 0) >= file_stats.NARROW_FROM_BYTES
+    stored = None if large or heads else snapshot.stored_rows([pel_files], _DRIVER_COLUMNS, PREFETCH_ROWS_MAX)
+    if stored is not None:  # the few kept PEL files read on the driver: no Spark job
+        return _summary_on_driver(stored, key, group_part), []
     from_stats = _summary_from_stats(snapshot, key, group_part) if large else None
     counts: dict[str, int] = {}
     total = 0
@@ -79,6 +87,27 @@ def summarize(snapshot: PrefetchedSnapshot, key: str, group: str, heads: bool) -
         lowest = low if lowest is None else min(lowest, low)
         highest = high if highest is None else max(highest, high)
     return (total, lowest, highest, counts), head_rows
+
+
+# The columns a summary on the driver reads from the kept PEL files.
+_DRIVER_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER, C.ID_MS, C.ID_SEQ)
+
+
+def _summary_on_driver(stored: pa.Table, key: str, partition_id: str) -> Summary:
+    """The summary of the group's pending rows among ``stored`` (rows of the files that may hold them)."""
+    rows = stored.filter(
+        pc.and_(
+            pc.and_(pc.equal(stored[C.PARTITION_ID], partition_id), pc.equal(stored[C.ROW_KIND], C.KIND_PENDING)),
+            pc.equal(stored[C.STREAM], key),
+        )
+    )
+    if not rows.num_rows:
+        return 0, None, None, {}
+    order = pc.sort_indices(rows, sort_keys=[(C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
+    ends = rows.take(pa.array([order[0].as_py(), order[-1].as_py()])).to_pylist()
+    owners = pc.value_counts(pc.drop_null(rows[C.OWNER])).to_pylist()  # XNACKed rows count in the total only
+    counts = {str(owner["values"]): int(owner["counts"]) for owner in owners}
+    return rows.num_rows, stored_id(ends[0]), stored_id(ends[1]), counts
 
 
 def _summary_from_stats(snapshot: PrefetchedSnapshot, key: str, partition_id: str) -> pending_stats.StatsSummary | None:

@@ -25,7 +25,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Need, Scan
 from streamclaim_spark.core.partitions import bucket_of, group_partition
-from streamclaim_spark.state import logged_files, prefetch
+from streamclaim_spark.state import logged_files, pel_summary, prefetch
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, java_list, pruning_filters
@@ -227,3 +227,28 @@ def test_a_prefetch_answered_on_the_driver_files_the_rows_its_spark_query_reads_
         assert driver == by_spark
         assert on_driver.jobs == 0
     assert [len(rows) for rows in read(reads[1])[0].values()] == [20]
+
+
+def test_xpendings_summary_on_the_driver_equals_sparks_aggregation_and_runs_no_job(
+    spark: SparkSession, fresh: tuple[StreamStore, str]
+) -> None:
+    store, _ = fresh
+    for n in range(1, 8):
+        store.execute("XADD", "s", f"{n}-{n % 3}", "n", str(n))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.execute("XGROUP", "CREATE", "s", "empty", "$")
+    store.execute("XREADGROUP", "GROUP", "g", "b", "COUNT", "3", "STREAMS", "s", ">")
+    store.execute("XREADGROUP", "GROUP", "g", "a", "STREAMS", "s", ">")
+    store.execute("XNACK", "s", "g", "FAIL", "IDS", "1", "5-2")  # pending, owned by no one
+
+    for group in ("g", "empty"):
+        snapshot = store.snapshot()
+        snapshot.load_heads_of([Need("s", (group,))])
+        with count_jobs(spark.sparkContext) as on_driver:
+            driver, heads = pel_summary.summarize(snapshot, "s", group, heads=False)
+        by_spark, _ = pel_summary.summarize(store.snapshot(), "s", group, heads=True)  # an aggregation in Spark
+
+        assert driver == by_spark and heads == []
+        assert on_driver.jobs == 0
+    assert driver == (0, None, None, {})
+    assert store.execute("XPENDING", "s", "g") == [7, "1-1", "7-1", [["a", "3"], ["b", "3"]]]

@@ -123,27 +123,7 @@ def _commit_files(
         return MERGE_INSTEAD
     if only_writes and not overlaid.replaced and overlaid.rows is None:
         return None  # every write leaves its row as it was (e.g. a claim of a row no longer idle)
-    # The rows made on the driver (the writes' files rewritten, appends given as Arrow tables) are written
-    # there, first, by pyarrow (state/driver_writes.py): a Spark write of them was a job whose one task got
-    # them through the plan (~0.3 s for a few rows, 6-8 s for 250,000 entries). Then one Spark write per
-    # frame: rows of one bucket given as a literal need no sort by bucket, which a union with other rows
-    # would make Delta add over all of them (a sort of every appended row). Appended frames are written in
-    # the order their producer gives (appends keep their rows ID-ordered). The commit's operation metrics
-    # (numOutputRows, numFiles) are its last write's.
-    on_driver = [as_state_rows(rows) for rows in plan.appends if isinstance(rows, pa.Table) and rows.num_rows]
-    if overlaid.rows is not None:
-        on_driver.insert(0, overlaid.rows)
-    added = []
-    if on_driver:
-        local = in_write_order(pa.concat_tables(on_driver)) if len(on_driver) > 1 else on_driver[0]
-        added.extend(txn.write_arrow(local, rows_per_file))
-    for position, frame in enumerate(plan.appends):
-        if isinstance(frame, pa.Table):
-            continue
-        rows = table_rows(frame)
-        if position not in plan.ordered_appends:
-            rows = rows.sortWithinPartitions(*WRITE_ORDER)
-        added.extend(txn.write(rows))
+    added = _appended(txn, plan, overlaid.rows, rows_per_file)
     rewritten: list[Any] = []
     if len(plan.removals) + len(plan.rewrites) > 1:  # two could rewrite one file twice, each undoing the other
         raise InvalidArgumentError("a plan removes or rewrites rows of one Removal or Rewrite at most")
@@ -170,6 +150,35 @@ def _commit_files(
         txn.mark_checked(added)  # or the next MERGE into these buckets pays the check skipped here
     record_commit(txn, table_path, version, change, below)
     return version
+
+
+def _appended(txn: DeltaTransaction, plan: Plan, overlaid: pa.Table | None, rows_per_file: int) -> list[Any]:
+    """Writes the rows ``plan`` adds: the writes' files rewritten (``overlaid``) and its appends; returns
+    their ``AddFile``s.
+
+    The rows made on the driver (``overlaid``, appends given as Arrow tables) are written there, first, by
+    pyarrow (state/driver_writes.py): a Spark write of them was a job whose one task got them through the
+    plan (~0.3 s for a few rows, 6-8 s for 250,000 entries). Then one Spark write per frame: rows of one
+    bucket given as a literal need no sort by bucket, which a union with other rows would make Delta add
+    over all of them (a sort of every appended row). Appended frames are written in the order their
+    producer gives (appends keep their rows ID-ordered). The commit's operation metrics (numOutputRows,
+    numFiles) are its last write's.
+    """
+    on_driver = [as_state_rows(rows) for rows in plan.appends if isinstance(rows, pa.Table) and rows.num_rows]
+    if overlaid is not None:
+        on_driver.insert(0, overlaid)
+    added = []
+    if on_driver:
+        local = in_write_order(pa.concat_tables(on_driver)) if len(on_driver) > 1 else on_driver[0]
+        added.extend(txn.write_arrow(local, rows_per_file))
+    for position, frame in enumerate(plan.appends):
+        if isinstance(frame, pa.Table):
+            continue
+        rows = table_rows(frame)
+        if position not in plan.ordered_appends:
+            rows = rows.sortWithinPartitions(*WRITE_ORDER)
+        added.extend(txn.write(rows))
+    return added
 
 
 def _changes_nothing(plan: Plan) -> bool:

@@ -6,6 +6,7 @@ computes, so no window spans the whole frame and nothing but those counts reache
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -123,15 +124,21 @@ def plan_append(ctx: Context, frame: DataFrame, key: str, fields: str) -> BulkAp
     return _decide(ctx, _ordered(frame, key, fields, None), key, None)
 
 
-def _ordered(frame: DataFrame, key: str | None, fields: str | None, stream_column: str | None) -> DataFrame:
-    """The frame's rows as (stream, fields, order, input partition), checked against the arguments."""
+def check_target(key: str | None, stream_column: str | None, columns: Sequence[str], rows: str) -> None:
+    """Raises ``InvalidArgumentError`` unless exactly one of ``key`` and ``stream_column`` is given, the
+    latter one of ``columns`` (those of the ``rows`` appended, as the message names them)."""
     if (key is None) == (stream_column is None):
         raise InvalidArgumentError("append: give either key (one stream) or stream_column (a stream per row), not both")
-    if stream_column is not None and stream_column not in frame.columns:
+    if stream_column is not None and stream_column not in columns:
         raise InvalidArgumentError(
-            f"stream_column={stream_column!r} is not a column of frame (columns: {frame.columns}); "
+            f"stream_column={stream_column!r} is not a column of {rows} (columns: {list(columns)}); "
             "name the column that holds each row's stream"
         )
+
+
+def _ordered(frame: DataFrame, key: str | None, fields: str | None, stream_column: str | None) -> DataFrame:
+    """The frame's rows as (stream, fields, order, input partition), checked against the arguments."""
+    check_target(key, stream_column, frame.columns, "frame")
     payload = frame.drop(stream_column) if stream_column is not None and fields is None else frame
     stream = F.col(stream_column).cast(StringType()) if stream_column is not None else F.lit(key)
     return frame.select(

@@ -24,7 +24,7 @@ from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.fleet.bulk.append import BulkAppend, place_ids
+from streamclaim_spark.fleet.bulk.append import BulkAppend, check_target, place_ids
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -73,13 +73,7 @@ def append_table(
     """Appends every row of ``table`` to its stream (``key``, or the stream ``stream_column`` names) in
     one commit, as ``append`` with ``fields=None`` would; None when ``entries_of`` cannot build the
     entries (the caller appends a DataFrame instead)."""
-    if (key is None) == (stream_column is None):
-        raise InvalidArgumentError("append: give either key (one stream) or stream_column (a stream per row), not both")
-    if stream_column is not None and stream_column not in table.column_names:
-        raise InvalidArgumentError(
-            f"stream_column={stream_column!r} is not a column of the rows (columns: {table.column_names}); "
-            "name the column that holds each row's stream"
-        )
+    check_target(key, stream_column, table.column_names, "the rows")
     fields = entries_of(table, stream_column)
     if fields is None:
         return None

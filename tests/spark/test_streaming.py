@@ -319,7 +319,7 @@ def test_rows_given_as_arrow_become_the_entries_an_append_of_the_same_dataframe_
     by_arrow = append_table(store.runner, "arrow", rows)
     store.append("frame", spark.createDataFrame(rows))
 
-    assert by_arrow is not None and by_arrow.count == 3
+    assert by_arrow is not None and by_arrow.count == 3 and by_arrow.first_id is not None
     entries = store.execute("XRANGE", "arrow", "-", "+", decode_responses=False)
     assert [entry_id.decode() for entry_id, _ in entries] == [f"{by_arrow.first_id.ms}-{seq}" for seq in range(3)]
     assert str(by_arrow.last_id) == entries[-1][0].decode()

@@ -80,11 +80,11 @@ def _write_file(folder: str, bucket: str, rows: pa.Table, columns: Sequence[str]
         "size": status.st_size,
         "modificationTime": status.st_mtime_ns // 1_000_000,
         "dataChange": True,
-        "stats": json.dumps(file_stats(rows, columns), separators=(",", ":")),
+        "stats": json.dumps(delta_statistics(rows, columns), separators=(",", ":")),
     }
 
 
-def file_stats(rows: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
+def delta_statistics(rows: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
     """Delta's statistics of one file's ``rows``: ``numRecords``, and per column of ``columns`` its
     smallest and largest value (absent when every value is null) and its nulls. A string's smallest
     value is cut to Delta's prefix, which still bounds it from below; a largest value longer than the

@@ -26,7 +26,7 @@ from streamclaim_spark.state.columns import id_range_aggregates, stored_id
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
-from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
+from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX, rows_of
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions, kind_in
 
 Summary = tuple[int, StreamId | None, StreamId | None, dict[str, int]]
@@ -95,12 +95,7 @@ _DRIVER_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER, C.ID_MS, C.ID_
 
 def _summary_on_driver(stored: pa.Table, key: str, partition_id: str) -> Summary:
     """The summary of the group's pending rows among ``stored`` (rows of the files that may hold them)."""
-    rows = stored.filter(
-        pc.and_(
-            pc.and_(pc.equal(stored[C.PARTITION_ID], partition_id), pc.equal(stored[C.ROW_KIND], C.KIND_PENDING)),
-            pc.equal(stored[C.STREAM], key),
-        )
-    )
+    rows = rows_of(stored, key, partition_id, C.KIND_PENDING)
     if not rows.num_rows:
         return 0, None, None, {}
     order = pc.sort_indices(rows, sort_keys=[(C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])

@@ -49,16 +49,22 @@ def prefetch_rows(stored: pa.Table, lookups: Sequence[Lookup]) -> list[dict[str,
     those looked up by ID, then each range's, in its order and up to its limit."""
     found: list[dict[str, Any]] = []
     for lookup in lookups:
-        mine = pc.and_(
-            pc.and_(pc.equal(stored[C.PARTITION_ID], lookup.partition), pc.equal(stored[C.ROW_KIND], lookup.kind)),
-            pc.equal(stored[C.STREAM], lookup.key),
-        )
-        rows = stored.filter(mine)
+        rows = rows_of(stored, lookup.key, lookup.partition, lookup.kind)
         if lookup.scan is not None:
             found.extend(_in_range(rows, lookup.scan).to_pylist())
         else:
             found.extend(_by_id(rows, lookup.ids).to_pylist())
     return found
+
+
+def rows_of(stored: pa.Table, key: str, partition: str, kind: str) -> pa.Table:
+    """The rows of ``stored`` of ``kind`` in ``partition`` of stream ``key``."""
+    return stored.filter(
+        pc.and_(
+            pc.and_(pc.equal(stored[C.PARTITION_ID], partition), pc.equal(stored[C.ROW_KIND], kind)),
+            pc.equal(stored[C.STREAM], key),
+        )
+    )
 
 
 def _by_id(rows: pa.Table, ids: Sequence[StreamId]) -> pa.Table:

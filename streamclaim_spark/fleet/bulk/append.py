@@ -136,6 +136,15 @@ def check_target(key: str | None, stream_column: str | None, columns: Sequence[s
         )
 
 
+def check_named(nameless: int, stream_column: str | None) -> None:
+    """Raises ``InvalidArgumentError`` when ``nameless`` rows have no stream in ``stream_column``."""
+    if nameless:
+        raise InvalidArgumentError(
+            f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
+            "give every row a stream name or filter those rows out"
+        )
+
+
 def _ordered(frame: DataFrame, key: str | None, fields: str | None, stream_column: str | None) -> DataFrame:
     """The frame's rows as (stream, fields, order, input partition), checked against the arguments."""
     check_target(key, stream_column, frame.columns, "frame")
@@ -171,12 +180,7 @@ def _decide(ctx: Context, ordered: DataFrame, key: str | None, stream_column: st
 def _counts(ordered: DataFrame, stream_column: str | None) -> dict[str, list[tuple[int, int]]]:
     """Each stream's (input partition, rows) pairs, from one small aggregation; a row without a stream fails."""
     tallies = ordered.groupBy(_STREAM, _PART).count().collect()
-    nameless = sum(row["count"] for row in tallies if row[_STREAM] is None)
-    if nameless:
-        raise InvalidArgumentError(
-            f"stream_column={stream_column!r}: {nameless} row(s) have no stream (null); "
-            "give every row a stream name or filter those rows out"
-        )
+    check_named(sum(row["count"] for row in tallies if row[_STREAM] is None), stream_column)
     counts: dict[str, list[tuple[int, int]]] = {}
     for row in tallies:
         counts.setdefault(row[_STREAM], []).append((row[_PART], row["count"]))

@@ -23,8 +23,7 @@ from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.context import Context
-from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.fleet.bulk.append import BulkAppend, check_target, place_ids
+from streamclaim_spark.fleet.bulk.append import BulkAppend, check_named, check_target, place_ids
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -58,7 +57,7 @@ def entries_of(table: pa.Table, stream_column: str | None) -> pa.ListArray | Non
         if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)):
             column = pc.cast(column, pa.string())
         values = pc.fill_null(pc.cast(column, pa.binary()), b"")
-        fields = pa.array(np.full(rows, name.encode(), dtype=object), pa.binary())
+        fields = pa.repeat(name.encode(), rows)
         pairs.append(pa.StructArray.from_arrays([fields, values.combine_chunks()], fields=list(_PAIR)))
     # Row-major: row r's pairs are the r-th value of each column, in column order.
     by_column = pa.concat_arrays(pairs)
@@ -78,15 +77,11 @@ def append_table(
     if fields is None:
         return None
     streams = (
-        pa.array(np.full(table.num_rows, key, dtype=object), pa.string())
+        pa.repeat(key, table.num_rows)
         if key is not None
         else pc.cast(table.column(stream_column).combine_chunks(), pa.string())
     )
-    if streams.null_count:
-        raise InvalidArgumentError(
-            f"stream_column={stream_column!r}: {streams.null_count} row(s) have no stream (null); "
-            "give every row a stream name or filter those rows out"
-        )
+    check_named(streams.null_count, stream_column)
 
     def decide(ctx: Context) -> BulkAppend:
         return _decide(ctx, streams, fields, one_stream=key is not None)
@@ -113,13 +108,13 @@ def _decide(ctx: Context, streams: pa.Array, fields: pa.ListArray, one_stream: b
         parts.append(
             pa.table(
                 {
-                    C.PARTITION_ID: pa.array(np.full(total, stream_partition(name), dtype=object), pa.string()),
-                    C.ROW_KIND: pa.array(np.full(total, C.KIND_ENTRY, dtype=object), pa.string()),
-                    C.STREAM: pa.array(np.full(total, name, dtype=object), pa.string()),
-                    C.ID_MS: pa.array(np.full(total, first_ms, dtype=np.int64)),
+                    C.PARTITION_ID: pa.repeat(stream_partition(name), total),
+                    C.ROW_KIND: pa.repeat(C.KIND_ENTRY, total),
+                    C.STREAM: pa.repeat(name, total),
+                    C.ID_MS: pa.repeat(pa.scalar(first_ms, pa.int64()), total),
                     C.ID_SEQ: pa.array(np.arange(first_seq, first_seq + total, dtype=np.int64)),
                     C.FIELDS: fields if positions is None else fields.take(positions),
-                    C.TXN: pa.array(np.full(total, ctx.txn, dtype=object), pa.string()),
+                    C.TXN: pa.repeat(ctx.txn, total),
                 }
             )
         )

@@ -126,9 +126,10 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     store.execute("XADD", "events", "1-0", "e", "1")
     # The live query's version must outlive the run below: the job starts a retention after
     # ``first_replaced``, so the version must come later than that by more than the job and an XADD take
-    # (Delta refuses to time travel to a version older than the retention); faster commands once left
-    # too little time between them.
-    time.sleep(max(0.0, first_replaced + 3 * maintained_in + 5 - time.time()))
+    # (Delta refuses to time travel to a version older than the retention, counted at the restart);
+    # faster commands once left too little time between them, and a fresh-clone run at 3x the first
+    # maintenance's duration + 5 s once had the job take longer still.
+    time.sleep(max(0.0, first_replaced + 5 * maintained_in + 15 - time.time()))
     live = Batches()
     started = time.time()
     run_available_now(group_stream(store, "live", stream="events"), live, tmp_path / "live")

@@ -175,8 +175,15 @@ def table_schema(spark: SparkSession, path: str) -> StructType:
 
 
 def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
-    """The table properties of the Delta table at ``path`` (its newest version), by ``DESCRIBE DETAIL``:
-    the same SQL on either kind of session, answered from Delta's cached log state (no Spark job)."""
+    """The table properties of the Delta table at ``path`` (its newest version). On a classic session
+    they come from the snapshot's metadata action: ``DESCRIBE DETAIL`` also sums the files' sizes, which
+    makes a new process rebuild the table's state first (a Spark job, 6-7 s of a cold import's open,
+    docs/BENCHMARKS.md). On Connect, ``DESCRIBE DETAIL``."""
+    if not is_connect(spark):
+        configuration = updated_snapshot(spark, path).metadata().configuration()
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        return dict(jvm.scala.jdk.javaapi.CollectionConverters.asJava(configuration))
     detail = spark.sql(f"DESCRIBE DETAIL {quoted_path(path)}").select("properties").collect()
     return dict(detail[0]["properties"] or {}) if detail else {}
 

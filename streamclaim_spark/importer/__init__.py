@@ -14,7 +14,6 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streamclaim_spark.core.patterns import matches
-from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.errors import ImportRefusedError, StoreChangedError
 from streamclaim_spark.importer.commit import commit_import
 from streamclaim_spark.importer.redis_reader import StreamCopy, raw_replies, read_stream, stream_keys
@@ -104,10 +103,9 @@ def import_redis(
                 progress(copy)
         removed = sorted(set(known) - {copy.meta.key for copy in copies})
         versions = {key: meta.version for key, meta in known.items()}
-        version = commit_import(store.runner, copies, removed, versions, staging)
+        version, rows = commit_import(store.runner, copies, removed, versions, staging)
     finally:
         staging.close()
-    metrics = commit_metrics(store.runner.session(), store.state_path, version)
     modes: dict[str, int] = {}
     for copy in copies:
         modes[copy.mode] = modes.get(copy.mode, 0) + 1
@@ -122,9 +120,9 @@ def import_redis(
         pel_rows=sum(copy.pel_rows for copy in copies),
         changed_while_read=[copy.meta.key for copy in copies if copy.changed],
         commit_version=version,
-        rows_inserted=metrics.get("numTargetRowsInserted", 0),
-        rows_updated=metrics.get("numTargetRowsUpdated", 0),
-        rows_deleted=metrics.get("numTargetRowsDeleted", 0),
+        rows_inserted=rows.inserted,
+        rows_updated=rows.updated,
+        rows_deleted=rows.deleted,
         seconds=round(time.monotonic() - started, 3),
         modes=modes,
     )

@@ -31,8 +31,10 @@ from streamclaim_spark.core.model import (
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_frame, source_frame_for_deletes
+from streamclaim_spark.engine.transaction import RowsChanged, rows_changed
 from streamclaim_spark.engine.writes import put_stream_head
 from streamclaim_spark.errors import StoreChangedError
+from streamclaim_spark.importer.driver_plan import add_to_plan, driver_changes
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_io import MERGE_TARGET
@@ -49,11 +51,14 @@ def commit_import(
     removed: Sequence[str],
     versions: dict[str, int],
     staging: Staging,
-) -> int:
-    """Commits the copies (and deletes the ``removed`` streams) in one transaction; returns its version.
+) -> tuple[int, RowsChanged]:
+    """Commits the copies (and deletes the ``removed`` streams) in one transaction; returns its version
+    and the rows it inserted, updated and deleted.
 
     ``versions`` holds the store's stream head versions the reads were based on (absent: new stream).
+    An import that only adds is decided on the driver and commits as files (driver_plan.py).
     """
+    decided: list[RowsChanged | None] = [None]
 
     def decide(ctx: Context) -> None:
         snapshot = ctx.snapshot
@@ -67,44 +72,86 @@ def commit_import(
                 "run the import again (nothing was written)"
             )
         snapshot.prefetch(*(Need(key, meta.groups) for key, meta in stored.items() if meta is not None and meta.groups))
-        cleared: list[str] = []  # group partitions whose consumer and PEL rows are replaced or dropped
-        entries_checked: list[str] = []  # stream partitions whose stored entries must be among Redis' IDs
-        for copy in copies:
-            before = stored[copy.meta.key]
-            _write_heads(ctx, copy, before)
-            if before is not None:
-                cleared.extend(group_partition(copy.meta.key, name) for name in before.groups)
-                if copy.mode != "append":
-                    entries_checked.append(stream_partition(copy.meta.key))
-        for key in removed:
-            meta = stored[key]
-            if meta is None:
-                continue
-            _delete_heads(ctx, meta)
-            cleared.extend(group_partition(key, name) for name in meta.groups)
-            entries_checked.append(stream_partition(key))
-        new_group_rows = _pending_rows(ctx, staging).unionByName(_consumer_rows(ctx, copies), allowMissingColumns=True)
-        new_entries = _entry_rows(ctx, staging)
-        written = new_group_rows
-        if cleared:
-            old = _rows_of(ctx, cleared, (C.KIND_CONSUMER, C.KIND_PENDING))
-            ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, new_group_rows)), *cleared)
-            # Rows Redis has as the store has them are left alone: a re-run rewrites only what moved.
-            written = _not_among(new_group_rows, old, _GROUP_VALUES)
-        ctx.plan.add_frame(source_frame(written), *_group_partitions(copies))
-        ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
-        if not entries_checked:
-            ctx.plan.bounds.append(_no_stored_entries())
-        else:
-            live = staging.frame(snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
-            kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
-            old = _rows_of(ctx, entries_checked, (C.KIND_ENTRY,))
-            ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, kept)), *entries_checked)
+        decided[0] = _decided_on_driver(ctx, copies, stored, removed, staging)
+        if decided[0] is None:
+            _plan_merge(ctx, copies, stored, removed, staging)
 
     runner.transact("IMPORT", decide)
     version = runner.last_commit_version
     assert version is not None
-    return version
+    rows = decided[0] or rows_changed(runner.session(), runner.state_path, version)
+    return version, rows or RowsChanged(0, 0, 0)
+
+
+def _plan_merge(
+    ctx: Context,
+    copies: Sequence[StreamCopy],
+    stored: dict[str, StreamMeta | None],
+    removed: Sequence[str],
+    staging: Staging,
+) -> None:
+    """Plans the import as one MERGE: heads written, group rows replaced where they moved, entries added,
+    and stored entries Redis no longer has deleted."""
+    cleared: list[str] = []  # group partitions whose consumer and PEL rows are replaced or dropped
+    entries_checked: list[str] = []  # stream partitions whose stored entries must be among Redis' IDs
+    for copy in copies:
+        before = stored[copy.meta.key]
+        _write_heads(ctx, copy, before)
+        if before is not None:
+            cleared.extend(group_partition(copy.meta.key, name) for name in before.groups)
+            if copy.mode != "append":
+                entries_checked.append(stream_partition(copy.meta.key))
+    for key in removed:
+        meta = stored[key]
+        if meta is None:
+            continue
+        _delete_heads(ctx, meta)
+        cleared.extend(group_partition(key, name) for name in meta.groups)
+        entries_checked.append(stream_partition(key))
+    new_group_rows = _pending_rows(ctx, staging).unionByName(_consumer_rows(ctx, copies), allowMissingColumns=True)
+    new_entries = _entry_rows(ctx, staging)
+    written = new_group_rows
+    if cleared:
+        old = _rows_of(ctx, cleared, (C.KIND_CONSUMER, C.KIND_PENDING))
+        ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, new_group_rows)), *cleared)
+        # Rows Redis has as the store has them are left alone: a re-run rewrites only what moved.
+        written = _not_among(new_group_rows, old, _GROUP_VALUES)
+    ctx.plan.add_frame(source_frame(written), *_group_partitions(copies))
+    ctx.plan.add_frame(source_frame(new_entries), *(stream_partition(c.meta.key) for c in copies))
+    if not entries_checked:
+        ctx.plan.bounds.append(_no_stored_entries())
+    else:
+        live = staging.frame(ctx.snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
+        kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
+        old = _rows_of(ctx, entries_checked, (C.KIND_ENTRY,))
+        ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, kept)), *entries_checked)
+
+
+def _decided_on_driver(
+    ctx: Context,
+    copies: Sequence[StreamCopy],
+    stored: dict[str, StreamMeta | None],
+    removed: Sequence[str],
+    staging: Staging,
+) -> RowsChanged | None:
+    """Plans the import as a commit of files where it only adds (driver_plan.py), returning the rows it
+    inserts, updates and deletes; None, with nothing planned, where it must go by MERGE."""
+    on_driver = driver_changes(ctx, copies, stored, removed, staging)
+    if on_driver is None:
+        return None
+    for copy in copies:
+        _write_heads(ctx, copy, stored[copy.meta.key])
+    add_to_plan(ctx, on_driver)
+    heads: list[tuple[str, str | None]] = [(copy.meta.key, None) for copy in copies]
+    heads += [(copy.meta.key, group.name) for copy in copies for group in copy.groups]
+    new_heads = sum(1 for key, group in heads if not _was_stored(stored[key], group))
+    updated = on_driver.updated + len(heads) - new_heads
+    return RowsChanged(on_driver.deleted, updated, on_driver.inserted + new_heads)
+
+
+def _was_stored(before: StreamMeta | None, group: str | None) -> bool:
+    """True when the store had the stream (``group`` None) or its group ``group`` before the import."""
+    return before is not None and (group is None or group in before.groups)
 
 
 def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> None:

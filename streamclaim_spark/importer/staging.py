@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -82,6 +83,7 @@ class Staging:
         self.rows_per_group = rows_per_group
         self.reads: dict[str, int] = {}
         self.rows = dict.fromkeys(SCHEMAS, 0)
+        self.payload_bytes = 0  # the staged entries' field names and values, every read's
         self._writers: dict[str, pq.ParquetWriter] = {}
         # Column buffers per kind (pyarrow builds arrays from lists ~5x faster than from row dicts); an
         # entry's pairs are flat field and value lists with list offsets.
@@ -124,6 +126,21 @@ class Staging:
             return spark.createDataFrame([], schema).drop(READ)
         return spark.read.schema(schema).parquet(path.as_uri()).where(self._accepted()).drop(READ)
 
+    def table(self, kind: str) -> pa.Table:
+        """``frame`` on the driver: the staged rows of ``kind`` from each stream's last read, as Arrow."""
+        self._flush(kind, final=True)
+        path = self.root / f"{kind}.parquet"
+        if not path.exists():
+            return _ARROW[kind].empty_table().drop_columns([READ])
+        rows = pq.read_table(path, schema=_ARROW[kind])
+        retried = {key: read for key, read in self.reads.items() if read > 1}
+        if retried:
+            keep = pc.invert(pc.is_in(rows[C.STREAM], value_set=pa.array(list(retried), pa.string())))
+            for key, read in retried.items():
+                keep = pc.or_(keep, pc.and_(pc.equal(rows[C.STREAM], key), pc.equal(rows[READ], read)))
+            rows = rows.filter(keep)
+        return rows.drop_columns([READ])
+
     def close(self) -> None:
         for writer in self._writers.values():
             writer.close()
@@ -159,7 +176,12 @@ class Staging:
         if columns[C.ID_MS]:
             if kind not in self._writers:
                 self._writers[kind] = pq.ParquetWriter(self.root / f"{kind}.parquet", _ARROW[kind])
-            self._writers[kind].write_table(_table(kind, columns))
+            table = _table(kind, columns)
+            if kind == ENTRIES:
+                pairs = pc.list_flatten(table[C.FIELDS])
+                for part in ("field", "value"):
+                    self.payload_bytes += pc.sum(pc.binary_length(pc.struct_field(pairs, part))).as_py() or 0
+            self._writers[kind].write_table(table)
             self._columns[kind] = _empty(kind)
         if final and kind in self._writers:
             self._writers.pop(kind).close()

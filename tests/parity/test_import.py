@@ -27,11 +27,13 @@ from streamclaim_spark.cli.import_redis import EXIT_BAD_INPUT, EXIT_OK, EXIT_RED
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import SparkConfig
 from streamclaim_spark.core.partitions import APART_KINDS
+from streamclaim_spark.engine.file_commit import FILES_OPERATION
 from streamclaim_spark.engine.transaction import commit_metrics
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.importer import StoreChangedError, StreamCopy, import_redis
 from streamclaim_spark.importer.redis_reader import MAX_READS, raw_replies, read_stream
 from streamclaim_spark.importer.staging import ENTRIES, Staging
+from streamclaim_spark.state.delta_io import commit_info
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
 from tests.parity.harness import Outcome, Step, assert_same_outcomes, at_the_moment_redis_ran, run_on
@@ -73,6 +75,17 @@ CHANGES: list[Step] = [
     ("XGROUP", "DESTROY", "bin", "g"),
     ("DEL", "plain"),
     ("XADD", "fresh", "8-1", "f", "v"),
+]
+
+
+# After CHANGES, what an import decides on the driver: no stream, group or consumer goes, nothing is deleted.
+ADDITIONS: list[Step] = [
+    ("XADD", "orders", "4-1", "item", "later"),
+    ("XADD", "orders", "4-2", "item", "later"),
+    ("XACK", "orders", "billing", "1-9", "1-10"),
+    ("XACK", "orders", "late", "1-6"),
+    ("XCLAIM", "orders", "billing", "hal", "0", "1-8"),
+    ("XREADGROUP", "GROUP", "audit", "gina", "COUNT", "1", "STREAMS", "orders", ">"),
 ]
 
 
@@ -178,12 +191,32 @@ def test_an_import_answers_as_redis_did_and_a_second_run_after_changes_brings_th
 
     third = import_redis(store, client, ["orders", "bin", "drained", "fresh"])
 
-    # Nothing changed in Redis: the re-run rewrites the heads it bumps and copies no entry or PEL row
-    # (heads lie apart from them, issue 44), where it used to copy every neighbour of each head.
+    # Nothing changed in Redis: the re-run, decided on the driver, rewrites the 4 stream and 3 group heads it
+    # bumps and copies no entry or PEL row (heads lie apart from them, issue 44).
+    assert (third.entries_copied, third.rows_inserted, third.rows_updated, third.rows_deleted) == (0, 0, 7, 0)
+    assert commit_info(store.spark, store.state_path, third.commit_version)["operation"] == FILES_OPERATION
     metrics = commit_metrics(store.spark, store.state_path, third.commit_version)
-    assert (third.entries_copied, metrics["numTargetRowsInserted"], metrics["numTargetRowsDeleted"]) == (0, 0, 0)
     small_rows = store.snapshot().frame().where(F.col(C.ROW_KIND).isin(*APART_KINDS)).count()
-    assert metrics["numTargetRowsCopied"] + metrics["numTargetRowsUpdated"] <= small_rows
+    assert metrics["numOutputRows"] <= small_rows
+    assert_store_answers_like(redis, store, clock, AFTER)
+    run_on(redis, ADDITIONS)
+
+    fourth = import_redis(store, client, ["orders", "bin", "drained", "fresh"])
+
+    # Acks, claims, deliveries and new entries only: still decided on the driver, and level with Redis.
+    assert fourth.modes == {"append": 4}
+    assert commit_info(store.spark, store.state_path, fourth.commit_version)["operation"] == FILES_OPERATION
+    # 2 entries, audit's new PEL row, consumer hal; 7 heads, billing's claimed row, gina seen again; 3 acks.
+    assert (fourth.rows_inserted, fourth.rows_deleted) == (2 + 1 + 1, 3)
+    assert fourth.rows_updated == 7 + 1 + 1
+    assert_store_answers_like(redis, store, clock, AFTER)
+    assert_same_delivery_times(redis, store, "orders", slack_ms=0)
+    run_on(redis, [("XACK", "orders", "billing", "1-8")])
+
+    fifth = import_redis(store, client, ["orders", "bin", "drained", "fresh"])
+
+    # One group's acks: the removal's IDs are held on the driver (two groups' went to Spark as a frame).
+    assert (fifth.rows_inserted, fifth.rows_updated, fifth.rows_deleted) == (0, 7, 1)
     assert_store_answers_like(redis, store, clock, AFTER)
 
 

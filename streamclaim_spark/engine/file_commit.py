@@ -40,7 +40,7 @@ from streamclaim_spark.core.model import Plan, Write
 from streamclaim_spark.core.named_ids import box_width
 from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
-from streamclaim_spark.engine.named_removal import ids_frame, taken_on_driver
+from streamclaim_spark.engine.named_removal import ids_frame, kept_on_driver, taken_on_driver
 from streamclaim_spark.engine.written_rows import (
     DRIVER_ROWS_MAX,
     WRITE_ORDER,
@@ -125,10 +125,12 @@ def _commit_files(
         return None  # every write leaves its row as it was (e.g. a claim of a row no longer idle)
     added = _appended(txn, plan, overlaid.rows, rows_per_file)
     rewritten: list[Any] = []
-    if len(plan.removals) + len(plan.rewrites) > 1:  # two could rewrite one file twice, each undoing the other
-        raise InvalidArgumentError("a plan removes or rewrites rows of one Removal or Rewrite at most")
-    for removal in plan.removals:
-        gone, written = _remove(spark, txn, removal)
+    if len(plan.rewrites) > 1 or (plan.rewrites and plan.removals):  # one file rewritten twice: one undoes the other
+        raise InvalidArgumentError("a plan rewrites rows of one Rewrite at most, and removes none besides")
+    removed_from = [txn.files_in(_removal_query(removal)) for removal in plan.removals]
+    _check_apart(removed_from)
+    for removal, files in zip(plan.removals, removed_from, strict=True):
+        gone, written = _remove(spark, txn, removal, files, rows_per_file)
         rewritten.extend(gone)
         added.extend(written)
     for rewrite in plan.rewrites:
@@ -204,10 +206,24 @@ def table_rows(frame: DataFrame) -> DataFrame:
     return rows.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
 
 
-def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tuple[list[Any], list[Any]]:
-    """The files ``removal`` removes rows from, and the files written in place of those it takes only
-    some rows of; sets ``removal.removed``, the removed files' rows less the rows written back."""
-    files = txn.files_in(_removal_query(removal))
+def _check_apart(removed_from: Sequence[Sequence[Any]]) -> None:
+    """Raises unless no file may hold rows of two removals (an import's entries and PEL rows lie in
+    different buckets): each removal rewrites its files from the snapshot, so a file two rewrote would
+    keep only one's change."""
+    seen: set[str] = set()
+    for files in removed_from:
+        paths = {str(file.path()) for file in files}
+        if paths & seen:
+            raise InvalidArgumentError("a plan's removals must lie in different files: give one Removal per bucket")
+        seen |= paths
+
+
+def _remove(
+    spark: SparkSession, txn: DeltaTransaction, removal: Removal, files: Sequence[Any], rows_per_file: int
+) -> tuple[list[Any], list[Any]]:
+    """The ``files`` (those that may hold its rows) ``removal`` removes rows from, and the files written
+    in place of those it takes only some rows of; sets ``removal.removed``, the removed files' rows less
+    the rows written back."""
     emptied = _emptied(txn, removal, files)
     unread = [file for file in files if str(file.path()) not in emptied]
     on_driver = taken_on_driver(spark, txn, unread, removal)
@@ -219,7 +235,10 @@ def _remove(spark: SparkSession, txn: DeltaTransaction, removal: Removal) -> tup
     # Files holding none of the rows stay; files the removal takes whole go unrewritten.
     partly = [file for file in unread if 0 < taken.get(file_name(str(file.path())), 0) < row_count(file)]
     written: list[Any] = []
-    if partly:
+    kept = kept_on_driver(spark, txn, partly, removal) if partly and on_driver is not None else None
+    if kept is not None:  # rewritten on the driver, bucket by bucket in stored order
+        written = txn.write_arrow(as_state_rows(kept), rows_per_file)
+    elif partly:
         if on_driver is not None:  # only the IDs found in the files to rewrite go to Spark's join
             names = [file_name(str(file.path())) for file in partly]
             rows = on_driver.rows(spark, removal.partitions[0], names)

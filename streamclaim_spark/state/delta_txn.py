@@ -77,6 +77,7 @@ class DeltaTransaction:
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
         self._txn = delta_log.startTransaction()
         self._logged: list[LoggedFile] | None = None
+        self._written = (0, 0, 0)  # files, rows and bytes written on the driver, for the commit's metrics
 
     @property
     def path(self) -> str:
@@ -222,10 +223,11 @@ class DeltaTransaction:
 
     def _register_written(self, files: int, rows: int, size: int) -> None:
         """Gives the commit the metrics Delta's own write registers (DESCRIBE HISTORY's numFiles,
-        numOutputRows, numOutputBytes)."""
+        numOutputRows, numOutputBytes), summed over this transaction's writes on the driver."""
+        self._written = (self._written[0] + files, self._written[1] + rows, self._written[2] + size)
         metrics = self._jvm.java.util.HashMap()
         context = self._spark.sparkContext._jsc.sc()
-        for name, value in (("numFiles", files), ("numOutputRows", rows), ("numOutputBytes", size)):
+        for name, value in zip(("numFiles", "numOutputRows", "numOutputBytes"), self._written, strict=True):
             metric = self._jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(context, name)
             metric.set(value)
             metrics.put(name, metric)

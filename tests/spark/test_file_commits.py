@@ -21,9 +21,12 @@ from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.ids import StreamId
-from streamclaim_spark.core.partitions import APART_PREFIX, bucket_of, stream_partition
+from streamclaim_spark.core.partitions import APART_PREFIX, bucket_of, group_partition, stream_partition
 from streamclaim_spark.engine import file_commit, transaction
+from streamclaim_spark.engine.context import Context
+from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet.bulk import ack as bulk_ack
 from streamclaim_spark.state import commit_settings, delta_txn, small_files
 from streamclaim_spark.state.delta_io import latest_version
@@ -376,3 +379,22 @@ def test_writes_reaching_more_stored_rows_than_the_driver_rewrites_commit_by_mer
     assert store.last_commit_version is not None
     assert log_entry(store, store.last_commit_version)["info"]["operation"] == "MERGE"
     assert target not in {row.id for row in pel_rows(store, "s", "g")}
+
+
+def test_two_removals_that_may_rewrite_one_file_are_refused_and_write_nothing(store: StreamStore) -> None:
+    # Each removal rewrites its files from the snapshot: two rewriting one file would keep one's change.
+    store.execute("XADD", "apart", "1-1", "f", "v")
+    store.execute("XGROUP", "CREATE", "apart", "g", "0")
+    store.execute("XREADGROUP", "GROUP", "g", "c", "STREAMS", "apart", ">")
+    partition = group_partition("apart", "g")
+    version = state_version(store)
+
+    def decide(ctx: Context) -> None:
+        ctx.plan.add_removal(Removal(C.KIND_PENDING, (partition,), None))
+        ctx.plan.add_removal(Removal(C.KIND_PENDING, (partition,), None))
+
+    with pytest.raises(InvalidArgumentError, match="removals must lie in different files"):
+        store.runner.transact("TWO REMOVALS", decide)
+
+    assert state_version(store) == version
+    assert store.execute("XPENDING", "apart", "g")[0] == 1

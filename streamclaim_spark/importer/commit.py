@@ -56,7 +56,8 @@ def commit_import(
     and the rows it inserted, updated and deleted.
 
     ``versions`` holds the store's stream head versions the reads were based on (absent: new stream).
-    An import that only adds is decided on the driver and commits as files (driver_plan.py).
+    An import that keeps every stream, group and consumer is decided on the driver and commits as
+    files (driver_plan.py).
     """
     decided: list[RowsChanged | None] = [None]
 
@@ -134,8 +135,9 @@ def _decided_on_driver(
     removed: Sequence[str],
     staging: Staging,
 ) -> RowsChanged | None:
-    """Plans the import as a commit of files where it only adds (driver_plan.py), returning the rows it
-    inserts, updates and deletes; None, with nothing planned, where it must go by MERGE."""
+    """Plans the import as a commit of files where it keeps every stream, group and consumer
+    (driver_plan.py), returning the rows it inserts, updates and deletes; None, with nothing planned,
+    where it must go by MERGE."""
     on_driver = driver_changes(ctx, copies, stored, removed, staging)
     if on_driver is None:
         return None

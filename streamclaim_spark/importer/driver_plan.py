@@ -1,16 +1,17 @@
-"""The import's changes decided on the driver, committed as files: no MERGE where the import only adds.
+"""The import's changes decided on the driver, committed as files: no MERGE where nothing goes whole.
 
 The MERGE (commit.py) joins every staged row with the stored ones, then rewrites what it matched: an
 unchanged re-run of a 1M-entry stream with a 100,000-row PEL spent ~12 s of its ~16 s there, to update
-two heads (docs/BENCHMARKS.md, "The import's re-run as a commit of files"). Most imports only add:
-each stream is new to the store or read after the store's last ID (mode "append"), and no stream,
-group or consumer went away. Those are decided here. The stored PEL and consumer rows of the copied
-groups are read on the driver from their kept files and compared with the staged ones by pyarrow;
+two heads (docs/BENCHMARKS.md, "The import's re-run as a commit of files"). Most imports keep every
+stream, group and consumer: each stream is new to the store, or read after the store's last ID (mode
+"append"), with the live IDs before it when Redis deleted or trimmed some ("diff"). Those are decided
+here. The stored PEL and consumer rows of the copied groups, and the stored entry IDs of diffed
+streams, are read on the driver from their kept files and compared with the staged ones by pyarrow;
 the plan then gets the new entries and the new or changed PEL rows as rows appended (new by
 construction: a changed PEL row's stored one is removed in the same commit), the stored PEL rows Redis
-no longer has, or has changed, as one removal by ID, and the new or changed consumers as row writes.
-Anything else (a deletion or trim to diff, a stream recreated or removed, a group or consumer gone,
-more rows than the driver holds, Spark Connect) goes by MERGE as before.
+no longer has or has changed, and the stored entries it no longer has, as removals by ID, and the new
+or changed consumers as row writes. Anything else (a stream recreated or removed, a group or consumer
+gone, more rows than the driver holds, Spark Connect) goes by MERGE as before.
 """
 
 from __future__ import annotations
@@ -27,10 +28,10 @@ from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import ConsumerMeta, StreamMeta, Write, consumer_row
 from streamclaim_spark.core.named_ids import NamedIds
-from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.importer.redis_reader import StreamCopy
-from streamclaim_spark.importer.staging import ENTRIES, PENDING, Staging
+from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 
@@ -41,7 +42,7 @@ DRIVER_IMPORT_ROWS_MAX = 2_000_000
 DRIVER_IMPORT_PAYLOAD_MAX = 256 * 1024 * 1024
 
 _PEL_VALUES = (C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT)
-_PEL_KEYS = (C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
+_PEL_KEYS = _ID_KEYS = (C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
 _CONSUMER_COLUMNS = (C.PARTITION_ID, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS)
 
 
@@ -52,6 +53,7 @@ class DriverChanges:
     entries: pa.Table | None = None
     pending: pa.Table | None = None
     removed_pending: pa.Table | None = None
+    removed_entries: pa.Table | None = None
     consumers: list[Write] = field(default_factory=list)
     inserted: int = 0
     updated: int = 0
@@ -67,9 +69,9 @@ def driver_changes(
 ) -> DriverChanges | None:
     """The import's row changes besides the heads, or None when it must commit by MERGE (module docstring)."""
     snapshot = ctx.snapshot
-    if removed or not supports_transactions(snapshot.spark) or not all(_only_adds(c, stored) for c in copies):
+    if removed or not supports_transactions(snapshot.spark) or not all(_keeps_all(c, stored) for c in copies):
         return None
-    if staging.rows[ENTRIES] + staging.rows[PENDING] > DRIVER_IMPORT_ROWS_MAX:
+    if sum(staging.rows.values()) > DRIVER_IMPORT_ROWS_MAX:
         return None
     if staging.payload_bytes > DRIVER_IMPORT_PAYLOAD_MAX:
         return None
@@ -89,6 +91,15 @@ def driver_changes(
         changes.inserted += entries.num_rows
     staged_pel = staging.table(PENDING).select([*_PEL_KEYS, C.STREAM, C.GROUP, *_PEL_VALUES])
     _compare_pending(changes, staged_pel, stored_pel, ctx.txn)
+    diffed = {stream_partition(copy.meta.key): copy.meta.key for copy in copies if copy.mode == "diff"}
+    if diffed:
+        stored_ids = _stored(ctx, diffed, C.KIND_ENTRY, _ID_KEYS)
+        if stored_ids is None:
+            return None
+        live = staging.table(LIVE_IDS).select(list(_ID_KEYS))
+        gone = stored_ids.join(live, list(_ID_KEYS), join_type="left anti")
+        changes.removed_entries = gone if gone.num_rows else None
+        changes.deleted += gone.num_rows
     return changes
 
 
@@ -103,16 +114,18 @@ def add_to_plan(ctx: Context, changes: DriverChanges) -> None:
         partitions = pc.unique(changes.pending[C.PARTITION_ID]).to_pylist()
         ctx.plan.add_append(changes.pending, *partitions)
     if changes.removed_pending is not None:
-        ctx.plan.add_removal(_removal(ctx, changes.removed_pending))
+        ctx.plan.add_removal(_removal(ctx, changes.removed_pending, C.KIND_PENDING))
+    if changes.removed_entries is not None:
+        ctx.plan.add_removal(_removal(ctx, changes.removed_entries, C.KIND_ENTRY))
 
 
-def _only_adds(copy: StreamCopy, stored: dict[str, StreamMeta | None]) -> bool:
-    """True when the copy only adds to what the store has: a new stream, or one read after the store's last
-    ID with every stored group still in Redis."""
+def _keeps_all(copy: StreamCopy, stored: dict[str, StreamMeta | None]) -> bool:
+    """True when the copy keeps what the store has of its stream: a new stream, or one read after the
+    store's last ID (with its live IDs before it, "diff") with every stored group still in Redis."""
     before = stored.get(copy.meta.key)
     if before is None:
         return copy.mode == "full"
-    return copy.mode == "append" and set(before.groups) <= {group.name for group in copy.groups}
+    return copy.mode in ("append", "diff") and set(before.groups) <= {group.name for group in copy.groups}
 
 
 def _stored(ctx: Context, partitions: dict[str, str], kind: str, columns: Sequence[str]) -> pa.Table | None:
@@ -204,16 +217,15 @@ def _entry_rows(entries: pa.Table, txn: str) -> pa.Table:
     return rows.append_column(C.TXN, pa.repeat(pa.scalar(txn), rows.num_rows))
 
 
-def _removal(ctx: Context, rows: pa.Table) -> Removal:
-    """The stored PEL rows ``rows`` names, removed by ID: held on the driver for one group, else as a frame."""
+def _removal(ctx: Context, rows: pa.Table, kind: str) -> Removal:
+    """The stored rows of ``kind`` that ``rows`` names, removed by ID: held on the driver for one
+    partition, else as a frame."""
     partitions = tuple(sorted(pc.unique(rows[C.PARTITION_ID]).to_pylist()))
     if len(partitions) == 1:
         ids = NamedIds(rows[C.ID_MS].to_numpy(), rows[C.ID_SEQ].to_numpy())
-        return Removal(
-            C.KIND_PENDING, partitions, None, ids.low, ids.high, named=len(ids), seq_range=ids.seq_range, ids=ids
-        )
+        return Removal(kind, partitions, None, ids.low, ids.high, named=len(ids), seq_range=ids.seq_range, ids=ids)
     frame = ctx.snapshot.spark.createDataFrame(rows.to_pandas())
-    return Removal(C.KIND_PENDING, partitions, frame, named=rows.num_rows)
+    return Removal(kind, partitions, frame, named=rows.num_rows)
 
 
 _ARROW_TYPES = {

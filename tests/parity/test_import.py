@@ -78,9 +78,10 @@ CHANGES: list[Step] = [
 ]
 
 
-# After CHANGES, what an import decides on the driver: no stream, group or consumer goes, nothing is deleted.
+# After CHANGES, what an import decides on the driver: no stream, group or consumer goes.
 ADDITIONS: list[Step] = [
     ("XADD", "orders", "4-1", "item", "later"),
+    ("XDEL", "orders", "1-13"),
     ("XADD", "orders", "4-2", "item", "later"),
     ("XACK", "orders", "billing", "1-9", "1-10"),
     ("XACK", "orders", "late", "1-6"),
@@ -203,11 +204,12 @@ def test_an_import_answers_as_redis_did_and_a_second_run_after_changes_brings_th
 
     fourth = import_redis(store, client, ["orders", "bin", "drained", "fresh"])
 
-    # Acks, claims, deliveries and new entries only: still decided on the driver, and level with Redis.
-    assert fourth.modes == {"append": 4}
+    # Acks, claims, deliveries, new entries and a deleted one: still decided on the driver, and level with Redis.
+    assert fourth.modes == {"append": 3, "diff": 1}
     assert commit_info(store.spark, store.state_path, fourth.commit_version)["operation"] == FILES_OPERATION
-    # 2 entries, audit's new PEL row, consumer hal; 7 heads, billing's claimed row, gina seen again; 3 acks.
-    assert (fourth.rows_inserted, fourth.rows_deleted) == (2 + 1 + 1, 3)
+    # 2 entries, audit's new PEL row, consumer hal; 7 heads, billing's claimed row, gina seen again; 3 acks
+    # and the deleted entry.
+    assert (fourth.rows_inserted, fourth.rows_deleted) == (2 + 1 + 1, 3 + 1)
     assert fourth.rows_updated == 7 + 1 + 1
     assert_store_answers_like(redis, store, clock, AFTER)
     assert_same_delivery_times(redis, store, "orders", slack_ms=0)

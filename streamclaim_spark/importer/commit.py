@@ -4,7 +4,8 @@ Stream and group heads are written guarded on the versions the import started fr
 changed meanwhile fails the import (``StoreChangedError``) instead of mixing two writers' states. Group
 state is replaced: consumer and PEL rows Redis no longer has are deleted, the rest upserted. Entries are
 added after the store's last ID; where Redis deleted or trimmed some ("diff") or the stream is copied
-whole ("full"), stored entries that are not among Redis' live IDs are deleted.
+whole ("full"), stored entries that are not among Redis' live IDs are deleted (a diff's within the
+range live_range.py gives).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from streamclaim_spark.engine.transaction import RowsChanged, rows_changed
 from streamclaim_spark.engine.writes import put_stream_head
 from streamclaim_spark.errors import StoreChangedError
 from streamclaim_spark.importer.driver_plan import add_to_plan, driver_changes
+from streamclaim_spark.importer.live_range import live_bounds, may_be_gone
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_io import MERGE_TARGET
@@ -124,7 +126,7 @@ def _plan_merge(
     else:
         live = staging.frame(ctx.snapshot.spark, LIVE_IDS).select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
         kept = new_entries.select(C.PARTITION_ID, C.ID_MS, C.ID_SEQ).unionByName(live)
-        old = _rows_of(ctx, entries_checked, (C.KIND_ENTRY,))
+        old = may_be_gone(ctx.snapshot.spark, _rows_of(ctx, entries_checked, (C.KIND_ENTRY,)), live_bounds(copies))
         ctx.plan.add_frame(source_frame_for_deletes(_not_among(old, kept)), *entries_checked)
 
 

@@ -30,6 +30,7 @@ from streamclaim_spark.core.model import ConsumerMeta, StreamMeta, Write, consum
 from streamclaim_spark.core.named_ids import NamedIds
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.importer.live_range import gone_on_driver, live_bounds
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_txn import supports_transactions
@@ -96,8 +97,7 @@ def driver_changes(
         stored_ids = _stored(ctx, diffed, C.KIND_ENTRY, _ID_KEYS)
         if stored_ids is None:
             return None
-        live = staging.table(LIVE_IDS).select(list(_ID_KEYS))
-        gone = stored_ids.join(live, list(_ID_KEYS), join_type="left anti")
+        gone = gone_on_driver(stored_ids, staging.table(LIVE_IDS), live_bounds(copies))
         changes.removed_entries = gone if gone.num_rows else None
         changes.deleted += gone.num_rows
     return changes

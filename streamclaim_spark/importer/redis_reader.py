@@ -51,8 +51,14 @@ class CopiedGroup:
 class StreamCopy:
     """What one stream read produced: the head as Redis reports it, its groups, and what went to the sink.
 
-    ``mode`` is "append" (entries after the store's last ID), "diff" (also every live ID up to it, as
-    Redis deleted or trimmed some) or "full" (the whole stream: new to the store, or recreated in Redis).
+    ``mode`` is "append" (entries after the store's last ID), "diff" (also live IDs up to it, as Redis
+    deleted or trimmed some) or "full" (the whole stream: new to the store, or recreated in Redis).
+
+    A diff reads only the live IDs from ``live_low`` to ``live_high``: Redis trims from the front, so
+    every stored entry below its first live ID (``live_low``; None when none is live) is gone, and
+    XDEL (XACKDEL, XDELEX) raises ``max-deleted-entry-id``, so every stored entry above it is live
+    (``live_high`` is the smaller of it and the store's last ID). Between them a stored entry is live
+    when among the live IDs read.
     """
 
     meta: StreamMeta
@@ -64,6 +70,8 @@ class StreamCopy:
     reads: int = 1
     changed: bool = False
     seconds: float = 0.0
+    live_low: StreamId | None = None
+    live_high: StreamId | None = None
 
 
 class Sink(Protocol):
@@ -187,15 +195,20 @@ def _read_once(client: Any, key: str, known: StreamMeta | None, sink: Sink, page
     after = known.last_id if copy.mode == "append" and known is not None else None
     if atomic:
         copy.entries = _send_entries(sink, key, [e for e in first_page if after is None or e[0] > after])
-        if after is not None and known is not None and meta.length - copy.entries != known.length:
-            copy.mode = "diff"
-            copy.live_ids = _send_live_ids(sink, key, [e[0] for e in first_page if e[0] <= after])
     else:
         for entries in _entry_pages(client, key, "-" if after is None else f"({after}", "+", page):
             copy.entries += _send_entries(sink, key, entries)
-        if after is not None and known is not None and meta.length - copy.entries != known.length:
-            copy.mode = "diff"
-            for entries in _entry_pages(client, key, "-", str(after), page):
+    if after is not None and known is not None and meta.length - copy.entries != known.length:
+        copy.mode = "diff"
+        copy.live_low = first_page[0][0] if first_page else None
+        copy.live_high = min(after, meta.max_deleted_id)
+        low, high = copy.live_low, copy.live_high
+        if atomic:
+            copy.live_ids = _send_live_ids(
+                sink, key, [e[0] for e in first_page if low is not None and low <= e[0] <= high]
+            )
+        elif low is not None and low <= high:
+            for entries in _entry_pages(client, key, str(low), str(high), page):
                 copy.live_ids += _send_live_ids(sink, key, [entry_id for entry_id, _ in entries])
     for group, group_info in zip(groups, groups_info, strict=True):
         rows = [_exact_pending(item) for item in group_info[b"pending"]]

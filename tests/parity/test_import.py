@@ -82,6 +82,7 @@ CHANGES: list[Step] = [
 ADDITIONS: list[Step] = [
     ("XADD", "orders", "4-1", "item", "later"),
     ("XDEL", "orders", "1-13"),
+    ("XTRIM", "orders", "MINID", "1-6"),
     ("XADD", "orders", "4-2", "item", "later"),
     ("XACK", "orders", "billing", "1-9", "1-10"),
     ("XACK", "orders", "late", "1-6"),
@@ -200,16 +201,22 @@ def test_an_import_answers_as_redis_did_and_a_second_run_after_changes_brings_th
     small_rows = store.snapshot().frame().where(F.col(C.ROW_KIND).isin(*APART_KINDS)).count()
     assert metrics["numOutputRows"] <= small_rows
     assert_store_answers_like(redis, store, clock, AFTER)
+    length = store.execute("XLEN", "orders")
     run_on(redis, ADDITIONS)
+    entries_gone = length + 2 - redis.execute("XLEN", "orders")
 
     fourth = import_redis(store, client, ["orders", "bin", "drained", "fresh"])
 
     # Acks, claims, deliveries, new entries and a deleted one: still decided on the driver, and level with Redis.
     assert fourth.modes == {"append": 3, "diff": 1}
+    # Only the live IDs up to the largest one XDEL removed (1-13) are read: the later ones are all live,
+    # and the trimmed ones lie below the first live ID.
+    assert fourth.live_ids_compared == len(redis.execute("XRANGE", "orders", "-", "1-13")) > 0
     assert commit_info(store.spark, store.state_path, fourth.commit_version)["operation"] == FILES_OPERATION
     # 2 entries, audit's new PEL row, consumer hal; 7 heads, billing's claimed row, gina seen again; 3 acks
-    # and the deleted entry.
-    assert (fourth.rows_inserted, fourth.rows_deleted) == (2 + 1 + 1, 3 + 1)
+    # and the entries deleted or trimmed.
+    assert entries_gone > 1
+    assert (fourth.rows_inserted, fourth.rows_deleted) == (2 + 1 + 1, 3 + entries_gone)
     assert fourth.rows_updated == 7 + 1 + 1
     assert_store_answers_like(redis, store, clock, AFTER)
     assert_same_delivery_times(redis, store, "orders", slack_ms=0)

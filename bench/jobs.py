@@ -34,6 +34,8 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("XADD", ("XADD", "s", "*", "f", "v")),
     ("XRANGE of 5", ("XRANGE", "s", "-", "+", "COUNT", "5")),
     ("XPENDING summary", ("XPENDING", "s", "g")),
+    ("XINFO CONSUMERS", ("XINFO", "CONSUMERS", "s", "g")),
+    ("XINFO GROUPS", ("XINFO", "GROUPS", "s")),
     ("XCLAIM of 1 ID", ("XCLAIM", "s", "g", "alive", "60000", entry(7))),
     ("XACK of 1 ID", ("XACK", "s", "g", entry(8))),
     ("XAUTOCLAIM COUNT 100", ("XAUTOCLAIM", "s", "g", "alive", "60000", entry(100), "COUNT", "100")),

@@ -1,4 +1,5 @@
-"""XPENDING's summary of a group's PEL: how many entries, the smallest and largest ID, the count per owner.
+"""XPENDING's summary of a group's PEL: how many entries, the smallest and largest ID, the count per owner;
+and XINFO's counts (per owner, ``owner_counts``; consumers and entries per group, ``group_counts``).
 
 In a large table (the size ``file_stats`` narrows reads from) the files Delta's statistics answer are
 counted from them and only the others are read (``pending_stats``); elsewhere the kept PEL files that
@@ -10,6 +11,7 @@ from their own files, they come in the same query.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -100,9 +102,40 @@ def _summary_on_driver(stored: pa.Table, key: str, partition_id: str) -> Summary
         return 0, None, None, {}
     order = pc.sort_indices(rows, sort_keys=[(C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
     ends = rows.take(pa.array([order[0].as_py(), order[-1].as_py()])).to_pylist()
-    owners = pc.value_counts(pc.drop_null(rows[C.OWNER])).to_pylist()  # XNACKed rows count in the total only
-    counts = {str(owner["values"]): int(owner["counts"]) for owner in owners}
-    return rows.num_rows, stored_id(ends[0]), stored_id(ends[1]), counts
+    return rows.num_rows, stored_id(ends[0]), stored_id(ends[1]), _owner_counts(rows)
+
+
+def owner_counts(snapshot: PrefetchedSnapshot, key: str, group: str) -> dict[str, int] | None:
+    """The group's pending entries per owner (XINFO CONSUMERS), counted on the driver from the kept PEL
+    files that may hold them when they hold at most ``PREFETCH_ROWS_MAX`` rows; None where Spark counts."""
+    partition_id = group_partition(key, group)
+    query = FileQuery((partition_id,), (C.KIND_PENDING,))
+    stored = snapshot.stored_rows([query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER), PREFETCH_ROWS_MAX)
+    return None if stored is None else _owner_counts(rows_of(stored, key, partition_id, C.KIND_PENDING))
+
+
+def group_counts(snapshot: PrefetchedSnapshot, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]] | None:
+    """(consumers, pending entries) per group (XINFO GROUPS), counted on the driver as ``owner_counts``."""
+    partitions = {group_partition(key, group): group for group in groups}
+    query = FileQuery(tuple(sorted(partitions)), (C.KIND_CONSUMER, C.KIND_PENDING))
+    stored = snapshot.stored_rows([query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM), PREFETCH_ROWS_MAX)
+    if stored is None:
+        return None
+    mine = stored.filter(
+        pc.and_(pc.is_in(stored[C.PARTITION_ID], pa.array(list(partitions))), pc.equal(stored[C.STREAM], key))
+    )
+    counts = {group: [0, 0] for group in groups}
+    for found in mine.group_by([C.PARTITION_ID, C.ROW_KIND]).aggregate([([], "count_all")]).to_pylist():
+        kind = found[C.ROW_KIND]
+        if kind in (C.KIND_CONSUMER, C.KIND_PENDING):
+            counts[partitions[found[C.PARTITION_ID]]][0 if kind == C.KIND_CONSUMER else 1] = found["count_all"]
+    return {group: (n[0], n[1]) for group, n in counts.items()}
+
+
+def _owner_counts(rows: pa.Table) -> dict[str, int]:
+    """Pending rows per owner; XNACKed rows (no owner) count in no consumer's."""
+    owners = pc.value_counts(pc.drop_null(rows[C.OWNER])).to_pylist()
+    return {str(owner["values"]): int(owner["counts"]) for owner in owners}
 
 
 def _summary_from_stats(snapshot: PrefetchedSnapshot, key: str, partition_id: str) -> pending_stats.StatsSummary | None:

@@ -9,6 +9,7 @@ by key comes from one prefetch query (prefetch.py); the rest are the reads below
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
@@ -18,7 +19,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import APART_PREFIX, group_partition, shares_buckets, stream_partition
-from streamclaim_spark.state import pel_summary
+from streamclaim_spark.state import pel_summary, prefetch_rows
 from streamclaim_spark.state.columns import (
     by_bytes,
     consumer_from_row,
@@ -31,6 +32,7 @@ from streamclaim_spark.state.columns import (
 from streamclaim_spark.state.head_files import head_rows_for
 from streamclaim_spark.state.kept_rows import every_head_at
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
+from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
 from streamclaim_spark.state.schema import (
     NAMED_PARTITIONS_MAX,
     in_buckets,
@@ -262,8 +264,16 @@ class Snapshot(PrefetchedSnapshot):
     # --- consumers and the PEL ----------------------------------------------------------------------
 
     def consumers(self, key: str, group: str) -> list[ConsumerMeta]:
-        """The group's consumers in bytewise name order."""
-        rows = self.rows_of(group_partition(key, group), C.KIND_CONSUMER).collect()
+        """The group's consumers in bytewise name order: read on the driver from their few kept files
+        where the snapshot allows, else by a query."""
+        partition_id = group_partition(key, group)
+        columns = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS)
+        query = FileQuery((partition_id,), (C.KIND_CONSUMER,))
+        stored = self.stored_rows([query], columns, PREFETCH_ROWS_MAX)
+        if stored is not None:
+            rows: list[Any] = prefetch_rows.rows_of(stored, key, partition_id, C.KIND_CONSUMER).to_pylist()
+        else:
+            rows = self.rows_of(partition_id, C.KIND_CONSUMER).collect()
         consumers = [consumer_from_row(row) for row in rows]
         return sorted(consumers, key=lambda c: by_bytes(c.name))
 
@@ -321,7 +331,11 @@ class Snapshot(PrefetchedSnapshot):
         return {i: entry for i in wanted if (entry := known.get(i)) is not None}
 
     def pending_counts(self, key: str, group: str) -> dict[str, int]:
-        """Number of pending entries per owner (owners with none are absent)."""
+        """Number of pending entries per owner (owners with none are absent): on the driver from the few
+        kept files that may hold them (``pel_summary.owner_counts``), else by one aggregation."""
+        on_driver = pel_summary.owner_counts(self, key, group)
+        if on_driver is not None:
+            return on_driver
         rows = self.rows_of(group_partition(key, group), C.KIND_PENDING).groupBy(C.OWNER).count().collect()
         return {row[C.OWNER]: row["count"] for row in rows if row[C.OWNER] is not None}  # None: XNACKed
 
@@ -340,9 +354,13 @@ class Snapshot(PrefetchedSnapshot):
         return summary
 
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """(consumers, pending entries) per group, in one aggregation over the groups' partitions."""
+        """(consumers, pending entries) per group: on the driver from the few kept files that may hold them
+        (``pel_summary.group_counts``), else in one aggregation over the groups' partitions."""
         if not groups:
             return {}
+        on_driver = pel_summary.group_counts(self, key, groups)
+        if on_driver is not None:
+            return on_driver
         partitions = [group_partition(key, g) for g in groups]
         rows = (
             self.frame_of([FileQuery(tuple(partitions), (C.KIND_CONSUMER, C.KIND_PENDING))])

@@ -27,12 +27,15 @@ pytestmark = pytest.mark.spark
 # (state/prefetch_rows.py) took the query's job from nine more. The rows a commit makes on the driver,
 # written there by pyarrow (state/driver_writes.py), took the write's job from every command that commits
 # as files: XADD, XACK, XREADGROUP, XACKDEL, XDELEX and XGROUP SETID run none; XPENDING's summary of a
-# small PEL is counted on the driver (state/pel_summary.py): none either. XADD and XREADGROUP keep one job
+# small PEL, and XINFO's counts of its consumers and groups, are counted on the driver
+# (state/pel_summary.py): none either. XADD and XREADGROUP keep one job
 # of room (docs/BENCHMARKS.md, "Spark jobs per command").
 BUDGETS = {
     "XADD": 1,
     "XRANGE of 5": 0,
     "XPENDING summary": 0,
+    "XINFO CONSUMERS": 0,
+    "XINFO GROUPS": 0,
     "XCLAIM of 1 ID": 1,
     "XACK of 1 ID": 0,
     "XAUTOCLAIM COUNT 100": 1,

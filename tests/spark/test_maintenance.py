@@ -120,21 +120,19 @@ def test_maintenance_removes_only_history_past_the_retention_while_others_write_
     assert run_job(config(store, 999), spark) == EXIT_CONFIG
     assert "--retain / store.history_retention = 999 ms is shorter than 1 s" in capsys.readouterr().err
 
-    # A query reads; the job, ignoring the query that is gone, removes what aged past a retention longer
-    # than the query's restart will take (sized by its run, so a slow machine keeps more), while another
-    # thread appends; the query then restarts from its checkpoint across the vacuum and reads only the new.
-    store.execute("XADD", "events", "1-0", "e", "1")
-    # The live query's version must outlive the run below: the job starts a retention after
-    # ``first_replaced``, so the version must come later than that by more than the job and an XADD take
-    # (Delta refuses to time travel to a version older than the retention, counted at the restart);
-    # faster commands once left too little time between them, and a fresh-clone run at 3x the first
-    # maintenance's duration + 5 s once had the job take longer still.
-    time.sleep(max(0.0, first_replaced + 5 * maintained_in + 15 - time.time()))
-    live = Batches()
-    started = time.time()
-    run_available_now(group_stream(store, "live", stream="events"), live, tmp_path / "live")
-    retain_ms = max(10_000, int(2500 * (time.time() - started)))
+    # A query reads; the job, ignoring the query that is gone, removes what aged past the retention while
+    # another thread appends; the query then restarts from its checkpoint across the vacuum and reads only
+    # the new. It restarts from the version of the XADD below, so that version must outlive the live run,
+    # the job and the XADD after it (Delta refuses to time travel past the retention, counted at the
+    # restart): the retention is chosen first, sized by the first maintenance's run (the job does that and
+    # more) with a floor, so a slow machine keeps more, and the XADD comes once the gone query's files
+    # have aged past it. (Sized after the live run, with the XADD before the wait, the retention fell
+    # short on two fresh clones whose job took longer than the commands between the XADD and it.)
+    retain_ms = max(30_000, int(4000 * maintained_in) + 15_000)
     time.sleep(max(0.0, first_replaced + retain_ms / 1000 + 0.5 - time.time()))
+    store.execute("XADD", "events", "1-0", "e", "1")
+    live = Batches()
+    run_available_now(group_stream(store, "live", stream="events"), live, tmp_path / "live")
     summary = tmp_path / "summary.json"
     codes: list[int] = []
     job = threading.Thread(

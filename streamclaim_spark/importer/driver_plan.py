@@ -34,6 +34,7 @@ from streamclaim_spark.importer.live_range import gone_on_driver, live_bounds
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.delta_txn import supports_transactions
+from streamclaim_spark.state.driver_files import arrow_schema_of
 from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 
 # The most the driver holds for one import: staged entries and PEL rows (as many rows, and as many bytes
@@ -132,7 +133,7 @@ def _stored(ctx: Context, partitions: dict[str, str], kind: str, columns: Sequen
     """``columns`` of the stored rows of ``kind`` in ``partitions`` (partition to stream), read on the
     driver from the kept files; None where they cannot be (too many rows, Connect, a deletion vector)."""
     if not partitions:
-        return pa.table({name: pa.array([], _ARROW_TYPES[name]) for name in columns})
+        return arrow_schema_of(columns).empty_table()
     query = FileQuery(tuple(sorted(partitions)), (kind,))
     read = (*columns, C.ROW_KIND, C.STREAM)
     rows = ctx.snapshot.stored_rows([query], tuple(dict.fromkeys(read)), DECISION_ROWS_MAX)
@@ -224,18 +225,5 @@ def _removal(ctx: Context, rows: pa.Table, kind: str) -> Removal:
     if len(partitions) == 1:
         ids = NamedIds(rows[C.ID_MS].to_numpy(), rows[C.ID_SEQ].to_numpy())
         return Removal(kind, partitions, None, ids.low, ids.high, named=len(ids), seq_range=ids.seq_range, ids=ids)
-    frame = ctx.snapshot.spark.createDataFrame(rows.to_pandas())
+    frame = ctx.snapshot.spark.createDataFrame(rows)
     return Removal(kind, partitions, frame, named=rows.num_rows)
-
-
-_ARROW_TYPES = {
-    C.PARTITION_ID: pa.string(),
-    C.CONSUMER: pa.string(),
-    C.OWNER: pa.string(),
-    C.ID_MS: pa.int64(),
-    C.ID_SEQ: pa.int64(),
-    C.SEEN_TIME_MS: pa.int64(),
-    C.ACTIVE_TIME_MS: pa.int64(),
-    C.DELIVERY_TIME_MS: pa.int64(),
-    C.DELIVERY_COUNT: pa.int64(),
-}

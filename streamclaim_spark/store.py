@@ -36,9 +36,10 @@ from streamclaim_spark.fleet.maintenance import MaintenanceReport
 from streamclaim_spark.fleet.redrive import RedriveOptions, RedriveReport
 from streamclaim_spark.fleet.redrive import run as redriving
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
+from streamclaim_spark.state.companion_schema import GIVE_UP_REASONS_SCHEMA
 from streamclaim_spark.state.session import active_or_new_session, require_delta, writer_safety
 from streamclaim_spark.state.snapshot import Snapshot
-from streamclaim_spark.state.tables import GIVE_UP_REASONS_SCHEMA, ensure_give_up_reasons_table, ensure_state_table
+from streamclaim_spark.state.tables import ensure_give_up_reasons_table, ensure_state_table
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)

@@ -54,6 +54,11 @@ MAX_DELETED_SEQ = "max_deleted_seq"
 SOME_DELETED = "some_deleted"
 GROUP_NAMES = "group_names"
 VERSION = "version"
+# Consumer rows: the entries the consumer owns; group head: the group's PEL size. Exact only while the
+# group head's COUNTED_VERSION equals its VERSION (docs/DESIGN.md, "Kept counts").
+PENDING_COUNT = "pending_count"
+# Group head: the VERSION at which the group's kept counts were last made exact.
+COUNTED_VERSION = "counted_version"
 TXN = "txn"
 
 # The columns that identify a row inside its partition (compared null-safely in every MERGE).

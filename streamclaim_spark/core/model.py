@@ -8,12 +8,11 @@ touches Spark, so the command logic is testable without a session.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.file_changes import Removal, Rewrite
 from streamclaim_spark.core.ids import ZERO_ID, StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 
@@ -59,6 +58,15 @@ class GroupMeta:
     last_id: StreamId = ZERO_ID
     entries_read: int = C.ENTRIES_READ_UNKNOWN
     version: int = -1
+    # The group's PEL size, and the version it and its consumers' counts were last made exact at
+    # (engine/kept_counts.py); a write that does not keep them leaves them behind the version.
+    pending_count: int | None = None
+    counted_version: int | None = None
+
+    @property
+    def counts_kept(self) -> bool:
+        """True when ``pending_count`` and every consumer's ``pending_count`` are exact."""
+        return self.pending_count is not None and self.counted_version == self.version
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,7 @@ class ConsumerMeta:
     name: str
     seen_time: int
     active_time: int = C.NEVER_ACTIVE
+    pending_count: int | None = None  # exact while its group's ``counts_kept``
 
 
 @dataclass(frozen=True)
@@ -169,82 +178,6 @@ class Write:
         return tuple(self.row.get(column) for column in C.KEY_COLUMNS)
 
 
-@dataclass
-class Plan:
-    """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
-
-    ``frames`` hold DataFrames shaped like the MERGE source (see merge_source.py); they let a command
-    delete or rewrite millions of rows without collecting them to the driver. ``update`` (a
-    ``transaction.InPlaceUpdate``) instead rewrites rows where they lie, with no source to join:
-    a plan commits either writes and frames as one MERGE, or one update.
-    """
-
-    writes: list[Write] = field(default_factory=list)
-    frames: list[Any] = field(default_factory=list)
-    partitions: set[str] = field(default_factory=set)
-    # The partitions ``frames`` write, whose rows may be of any kind (writes carry their own kinds).
-    frame_partitions: set[str] = field(default_factory=set)
-    update: Any = None
-    # Target-only MERGE conditions (Columns over ``t.``) that every row the plan writes or deletes meets:
-    # they change no outcome and let Delta skip the files of rows the plan cannot touch.
-    bounds: list[Any] = field(default_factory=list)
-    # True when every frame is pinned (a local checkpoint): the MERGE's two passes over its source
-    # then read the same rows without Delta copying the source first (``transaction._commit_settings``).
-    frames_pinned: bool = False
-    # Rows new by construction (state-table columns; no existing row has their keys): a bulk append's
-    # entries, a delivery's PEL rows. Written as plain files in the commit (engine/file_commit.py)
-    # where the session allows, else inserted by the MERGE like any frame.
-    appends: list[Any] = field(default_factory=list)
-    # The appends whose rows already come in ID order within each Spark partition (written unsorted).
-    ordered_appends: set[int] = field(default_factory=set)
-    # Rows removed by ID (``Removal``), committed only as files (a classic session): see file_commit.py.
-    removals: list[Removal] = field(default_factory=list)
-    # Rows changed where they lie (``Rewrite``), committed only as files (a classic session).
-    rewrites: list[Rewrite] = field(default_factory=list)
-
-    def add(self, write: Write) -> None:
-        self.writes.append(write)
-        self.partitions.add(write.partition)
-
-    def add_frame(self, frame: Any, *partitions: str) -> None:
-        """Adds source rows as a DataFrame, with every partition they write (one or many)."""
-        self.frames.append(frame)
-        self.partitions.update(partitions)
-        self.frame_partitions.update(partitions)
-
-    def add_append(self, rows: Any, *partitions: str, ordered: bool = False) -> None:
-        """Adds rows no existing row can match (see ``appends``), with every partition they write;
-        ``ordered``: each Spark partition of ``rows`` already holds one partition's rows in ID order, so
-        they are written as they come (else sorted first, so each file covers a narrow ID range)."""
-        if ordered:
-            self.ordered_appends.add(len(self.appends))
-        self.appends.append(rows)
-        self.partitions.update(partitions)
-        self.frame_partitions.update(partitions)
-
-    def add_removal(self, removal: Removal) -> None:
-        """Adds ``removal`` (committed by rewriting the files holding its rows)."""
-        self.removals.append(removal)
-        self.partitions.update(removal.partitions)
-        self.frame_partitions.update(removal.partitions)
-
-    def add_rewrite(self, rewrite: Rewrite) -> None:
-        """Adds ``rewrite`` (committed by rewriting the files holding its rows)."""
-        self.rewrites.append(rewrite)
-        self.partitions.update(rewrite.partitions)
-        self.frame_partitions.update(rewrite.partitions)
-
-    def set_update(self, update: Any, *partitions: str) -> None:
-        """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""
-        self.update = update
-        self.partitions.update(partitions)
-
-    @property
-    def empty(self) -> bool:
-        bulk = self.frames or self.appends or self.removals or self.rewrites
-        return not (self.writes or bulk) and self.update is None
-
-
 # --- rows -------------------------------------------------------------------------------------------
 
 
@@ -296,7 +229,9 @@ def group_head_row(group: GroupMeta, txn: str) -> dict[str, Any]:
         **_in_group(group.key, group.name, C.KIND_GROUP),
         **_stored_columns(C.LAST_MS, C.LAST_SEQ, group.last_id),
         C.ENTRIES_READ: group.entries_read,
+        C.PENDING_COUNT: group.pending_count,
         C.VERSION: group.version + 1,
+        C.COUNTED_VERSION: group.counted_version,  # behind the new version: a commit that counts sets it
         C.TXN: txn,
     }
 
@@ -307,6 +242,7 @@ def consumer_row(key: str, group: str, consumer: ConsumerMeta, txn: str) -> dict
         C.CONSUMER: consumer.name,
         C.SEEN_TIME_MS: consumer.seen_time,
         C.ACTIVE_TIME_MS: consumer.active_time,
+        C.PENDING_COUNT: consumer.pending_count,
         C.TXN: txn,
     }
 

@@ -39,6 +39,11 @@ def group_partition(stream: str, group: str) -> str:
     return "g" + _digest(len(stream_bytes).to_bytes(8, "big") + stream_bytes + group.encode())
 
 
+def is_group_partition(partition_id: str) -> bool:
+    """True for a group's partition (``group_partition``), False for a stream's."""
+    return partition_id.startswith("g")
+
+
 def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:24]
 

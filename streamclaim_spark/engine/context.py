@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamclaim_spark.core.model import Plan
+from streamclaim_spark.core.plan import Plan
 from streamclaim_spark.state.snapshot import Snapshot
 
 

@@ -33,12 +33,14 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.count_rules import CountInputs
 from streamclaim_spark.core.file_changes import Removal, Rewrite
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import to_stored
-from streamclaim_spark.core.model import Plan, Write
+from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.named_ids import box_width
 from streamclaim_spark.core.partitions import APART_KINDS
+from streamclaim_spark.core.plan import Plan
 from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
 from streamclaim_spark.engine.named_removal import ids_frame, kept_on_driver, taken_on_driver
 from streamclaim_spark.engine.written_rows import (
@@ -118,7 +120,8 @@ def _commit_files(
     if writer is not None and txn.recorded_version(writer[0]) >= writer[1]:
         return None  # this writer's version is already in the table (a replayed streaming batch)
     only_writes = not (plan.appends or plan.removals or plan.rewrites)
-    overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None)
+    counting = CountInputs(frozenset(plan.uncounted), plan.appended_pending)
+    overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None, counting)
     if overlaid is None:
         return MERGE_INSTEAD
     if only_writes and not overlaid.replaced and overlaid.rows is None:

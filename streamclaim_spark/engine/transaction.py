@@ -26,8 +26,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.model import Plan, Write
+from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS, bucket_of, buckets_of
+from streamclaim_spark.core.plan import Plan
 from streamclaim_spark.engine.file_commit import (
     FILES_OPERATION,
     MergeInstead,

@@ -16,7 +16,7 @@ consumers only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -24,10 +24,17 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.core import constants as C
+from streamclaim_spark.core.count_rules import CountInputs, counted_rows, needs_recount
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId, from_stored
 from streamclaim_spark.core.model import Write
-from streamclaim_spark.core.partitions import APART_KINDS, APART_PREFIX, BUCKET_HEX_CHARS, bucket_of
+from streamclaim_spark.core.partitions import (
+    APART_KINDS,
+    APART_PREFIX,
+    BUCKET_HEX_CHARS,
+    bucket_of,
+    is_group_partition,
+)
 from streamclaim_spark.core.write_rules import Key, Row, apply_writes
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
 from streamclaim_spark.state.driver_files import ARROW_SCHEMA, in_schema, readable_on_driver
@@ -40,6 +47,10 @@ WRITE_ORDER = (C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUM
 # Most stored rows a command's writes are applied to on the driver; past it (writes spread over many
 # full files of a big PEL) the MERGE joins them in Spark. A full file is ``DEFAULT_ROWS_PER_FILE``.
 DRIVER_ROWS_MAX = 250_000
+
+# Most PEL rows a commit reads to recount groups whose kept counts were left behind (by a write that
+# could not count): a few full files, read once; a larger PEL keeps its counts unknown until then.
+RECOUNT_ROWS_MAX = 250_000
 
 
 @dataclass(frozen=True)
@@ -56,9 +67,14 @@ NOTHING_WRITTEN = WrittenRows([], None)
 
 
 def rewrite_written_rows(
-    spark: SparkSession, txn: DeltaTransaction, plan_writes: Sequence[Write], max_rows: int | None = None
+    spark: SparkSession,
+    txn: DeltaTransaction,
+    plan_writes: Sequence[Write],
+    max_rows: int | None = None,
+    counting: CountInputs | None = None,
 ) -> WrittenRows | None:
-    """The files ``plan_writes`` change and their rows after them (see the module's text).
+    """The files ``plan_writes`` change and their rows after them (see the module's text), the groups'
+    kept counts with them (core/count_rules.py; ``counting``: the plan's PEL changes beyond its writes).
 
     Raises ``StaleSnapshotError`` for a guard whose row moved (a lost race), as the MERGE's guard does.
     With ``max_rows``, None when the files that may hold the writes hold more rows, or a deletion
@@ -67,17 +83,29 @@ def rewrite_written_rows(
     writes = list(plan_writes)  # apply_writes keeps the last write to each key; a key twice lists no more files
     if not writes:
         return NOTHING_WRITTEN
-    files = _files_of(txn, writes)
+    counting = counting or CountInputs()
+    groups_touched = _groups_touched(writes, counting)
+    files = _files_of(txn, writes, groups_touched)
     if max_rows is not None and (
         sum(row_count(file) for file in files) > max_rows or not readable_on_driver(spark, files)
     ):
         return None
     groups = _stored_groups(spark, txn, files)
-    located = _locate(groups, writes)
+    located = _locate(groups, {write.key() for write in writes})
     stored = {key: groups[group][1].slice(position, 1).to_pylist()[0] for key, (group, position) in located.items()}
-    changes = apply_writes(stored, writes)
+    changes: dict[Key, Row | None] = dict(apply_writes(stored, writes))
     if not changes:
         return NOTHING_WRITTEN
+    group_rows, group_located = _group_rows(groups, groups_touched)
+    recount = [
+        p
+        for p in sorted(groups_touched - set(counting.uncounted))  # an uncounted change makes a recount moot
+        if needs_recount(p, group_rows.get(p, {}), changes)
+    ]
+    recounts = _recounts(spark, txn, recount) if recount else {}
+    counted = counted_rows(stored, changes, group_rows, replace(counting, recounts=recounts))
+    changes.update(counted)
+    located.update({key: group_located[key] for key in counted if key not in located and key in group_located})
     dropped: dict[int, set[int]] = {}
     for key in changes:
         if key in located:
@@ -108,14 +136,24 @@ def in_write_order(table: pa.Table) -> pa.Table:
     return table.sort_by([(name, "ascending", "at_start") for name in WRITE_ORDER])
 
 
-def _files_of(txn: DeltaTransaction, writes: Sequence[Write]) -> list[Any]:
+def _groups_touched(writes: Sequence[Write], counting: CountInputs) -> set[str]:
+    """The group partitions whose kept counts the commit may move or must leave behind."""
+    kinds = (C.KIND_GROUP, C.KIND_CONSUMER, C.KIND_PENDING)
+    written = {write.partition for write in writes if write.row[C.ROW_KIND] in kinds}
+    return written | set(counting.appended) | {p for p in counting.uncounted if is_group_partition(p)}
+
+
+def _files_of(txn: DeltaTransaction, writes: Sequence[Write], groups_touched: set[str]) -> list[Any]:
     """The files (recorded as read) that may hold a row some write names: the head and consumer files
-    of its partitions, and the entry and PEL files whose IDs span its ID."""
+    of its partitions, and the entry and PEL files whose IDs span its ID; and the group head and
+    consumer files of the groups whose counts the commit keeps."""
     queries: list[FileQuery] = []
     apart = [write for write in writes if write.row[C.ROW_KIND] in APART_KINDS]
     if apart:
         partitions = tuple(sorted({write.partition for write in apart}))
         queries.append(FileQuery(partitions, tuple(sorted({str(write.row[C.ROW_KIND]) for write in apart}))))
+    if groups_touched:
+        queries.append(FileQuery(tuple(sorted(groups_touched)), (C.KIND_CONSUMER, C.KIND_GROUP)))
     for kind in (C.KIND_ENTRY, C.KIND_PENDING):
         of_kind = [write for write in writes if write.row[C.ROW_KIND] == kind]
         if of_kind:
@@ -140,14 +178,11 @@ def _stored_groups(
     return [(list(files), txn.read_files(files).toArrow().cast(ARROW_SCHEMA))] if files else []
 
 
-def _locate(groups: Sequence[tuple[list[Any], pa.Table]], writes: Sequence[Write]) -> dict[Key, tuple[int, int]]:
-    """Where the stored row of each write's key lies: (group, row position). Rows are narrowed by
+def _locate(groups: Sequence[tuple[list[Any], pa.Table]], wanted: set[Key]) -> dict[Key, tuple[int, int]]:
+    """Where the stored row of each wanted key lies: (group, row position). Rows are narrowed by
     partition and ID in Arrow first, so only a few rows of a file of 100,000 become Python tuples."""
-    partitions = pa.array(sorted({write.partition for write in writes}), pa.string())
-    id_ms = pa.array(
-        sorted({int(write.row[C.ID_MS]) for write in writes if write.row.get(C.ID_MS) is not None}), pa.int64()
-    )
-    wanted = {write.key() for write in writes}
+    partitions = pa.array(sorted({str(key[0]) for key in wanted}), pa.string())
+    id_ms = pa.array(sorted({int(key[2]) for key in wanted if key[2] is not None}), pa.int64())
     located: dict[Key, tuple[int, int]] = {}
     for group, (_, table) in enumerate(groups):
         ms = table.column(C.ID_MS)
@@ -162,6 +197,55 @@ def _locate(groups: Sequence[tuple[list[Any], pa.Table]], writes: Sequence[Write
             if key in wanted:
                 located[key] = (group, position)
     return located
+
+
+def _group_rows(
+    groups: Sequence[tuple[list[Any], pa.Table]], partitions: set[str]
+) -> tuple[dict[str, dict[Key, Row]], dict[Key, tuple[int, int]]]:
+    """The stored group head and consumer rows of ``partitions``, by partition and key, and where each lies."""
+    rows: dict[str, dict[Key, Row]] = {}
+    located: dict[Key, tuple[int, int]] = {}
+    if not partitions:
+        return rows, located
+    wanted = pa.array(sorted(partitions), pa.string())
+    kinds = pa.array([C.KIND_GROUP, C.KIND_CONSUMER], pa.string())
+    for group, (_, table) in enumerate(groups):
+        mine = pc.and_(
+            pc.is_in(table.column(C.PARTITION_ID), value_set=wanted),
+            pc.is_in(table.column(C.ROW_KIND), value_set=kinds),
+        )
+        positions = pc.indices_nonzero(mine)
+        for position, row in zip(positions.to_pylist(), table.take(positions).to_pylist(), strict=True):
+            key = tuple(row[name] for name in C.KEY_COLUMNS)
+            rows.setdefault(str(row[C.PARTITION_ID]), {})[key] = row
+            located[key] = (group, position)
+    return rows, located
+
+
+def _recounts(
+    spark: SparkSession, txn: DeltaTransaction, partitions: Sequence[str]
+) -> dict[str, dict[str | None, int]]:
+    """Each group's stored PEL rows per owner, counted on the driver where their files hold at most
+    ``RECOUNT_ROWS_MAX`` rows (recorded as read: the counts depend on them); {} where they hold more."""
+    files = txn.files_in(FileQuery(tuple(partitions), (C.KIND_PENDING,)))
+    if sum(row_count(file) for file in files) > RECOUNT_ROWS_MAX:
+        return {}
+    tables = driver_tables(spark, txn.path, files) if files else []
+    if tables is None:
+        return {}
+    counts: dict[str, dict[str | None, int]] = {partition: {} for partition in partitions}
+    wanted = pa.array(list(partitions), pa.string())
+    for table in tables:
+        mine = table.filter(
+            pc.and_(
+                pc.is_in(table.column(C.PARTITION_ID), value_set=wanted),
+                pc.equal(table.column(C.ROW_KIND), C.KIND_PENDING),
+            )
+        )
+        for found in mine.group_by([C.PARTITION_ID, C.OWNER]).aggregate([([], "count_all")]).to_pylist():
+            owners = counts[str(found[C.PARTITION_ID])]
+            owners[found[C.OWNER]] = owners.get(found[C.OWNER], 0) + int(found["count_all"])
+    return counts
 
 
 def _without_positions(table: pa.Table, positions: set[int]) -> pa.Table:

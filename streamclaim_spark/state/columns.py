@@ -117,7 +117,9 @@ def entry_from_row(row: StateRow) -> Entry:
 
 
 def consumer_from_row(row: StateRow) -> ConsumerMeta:
-    return ConsumerMeta(row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS])
+    return ConsumerMeta(
+        row[C.CONSUMER], row[C.SEEN_TIME_MS], row[C.ACTIVE_TIME_MS], value_or_none(row, C.PENDING_COUNT)
+    )
 
 
 def pending_from_row(row: StateRow) -> PendingEntry:
@@ -127,3 +129,11 @@ def pending_from_row(row: StateRow) -> PendingEntry:
 def by_bytes(name: str) -> bytes:
     """Redis orders consumers and groups bytewise."""
     return name.encode()
+
+
+def value_or_none(row: StateRow, column: str) -> Any:
+    """``row``'s value of ``column``, None where the row was read without it."""
+    try:
+        return row[column]
+    except (KeyError, ValueError):
+        return None

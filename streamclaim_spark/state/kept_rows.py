@@ -47,7 +47,7 @@ def kept_rows_at(
         any(file.bounds is None for file in files) or sum(file.bounds.rows for file in files if file.bounds) > max_rows
     ):
         return None
-    return _columns_of(spark, table_path, files, columns)
+    return columns_of(spark, table_path, files, columns)
 
 
 def every_head_at(spark: SparkSession, table_path: str, version: int | None, columns: Sequence[str]) -> pa.Table | None:
@@ -59,18 +59,18 @@ def every_head_at(spark: SparkSession, table_path: str, version: int | None, col
     if files is None:
         return None
     apart = [file for file in files if file.bucket.startswith(APART_PREFIX)]
-    rows = _columns_of(spark, table_path, apart, [C.ROW_KIND, *(name for name in columns if name != C.ROW_KIND)])
+    rows = columns_of(spark, table_path, apart, [C.ROW_KIND, *(name for name in columns if name != C.ROW_KIND)])
     if rows is None:
         return None
     heads = rows.filter(pc.is_in(rows.column(C.ROW_KIND), value_set=pa.array(C.HEAD_KINDS, pa.string())))
     return heads.select(list(columns))
 
 
-def _columns_of(
+def columns_of(
     spark: SparkSession, table_path: str, files: Sequence[LoggedFile], columns: Sequence[str]
 ) -> pa.Table | None:
-    """``columns`` of every row of ``files`` in one table of the state table's types; None when a file has
-    a deletion vector."""
+    """``columns`` of every row of ``files`` (kept files, ``kept_files_at``) in one table of the state
+    table's types; None when a file has a deletion vector."""
     jvm = spark._jvm
     assert jvm is not None
     adds = [file.add_file(jvm) for file in files]

@@ -29,6 +29,7 @@ from streamclaim_spark.state.columns import (
     id_in,
     pending_from_row,
     stored_id,
+    value_or_none,
 )
 from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
@@ -375,6 +376,8 @@ class PrefetchedSnapshot:
                 last_id=stored_id(row, C.LAST_MS, C.LAST_SEQ),
                 entries_read=row[C.ENTRIES_READ],
                 version=row[C.VERSION],
+                pending_count=value_or_none(row, C.PENDING_COUNT),
+                counted_version=value_or_none(row, C.COUNTED_VERSION),
             )
 
 

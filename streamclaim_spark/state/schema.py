@@ -84,6 +84,8 @@ STATE_SCHEMA = StructType(
         StructField(C.DELIVERY_COUNT, LongType()),  # pending rows
         StructField(C.SEEN_TIME_MS, LongType()),  # consumer rows: last attempted interaction
         StructField(C.ACTIVE_TIME_MS, LongType()),  # consumer rows: last successful read/claim, -1 never
+        # consumer rows: entries owned; group head: PEL size; exact while counted_version = version
+        StructField(C.PENDING_COUNT, LongType()),
         StructField(C.LAST_MS, LongType()),  # stream head: last generated ID; group head: last delivered ID
         StructField(C.LAST_SEQ, LongType()),
         StructField(C.ENTRIES_READ, LongType()),  # group head, -1 = unknown
@@ -98,6 +100,7 @@ STATE_SCHEMA = StructType(
         StructField(C.SOME_DELETED, BooleanType()),
         StructField(C.GROUP_NAMES, ArrayType(StringType())),  # stream head
         StructField(C.VERSION, LongType()),  # head rows: bumped by every write to the partition
+        StructField(C.COUNTED_VERSION, LongType()),  # group head: the version its kept counts are exact at
         StructField(C.TXN, StringType()),  # token of the command that last wrote the row
         StructField(C.BUCKET, StringType(), nullable=False),  # Delta partition: bucket_of(partition_id, row_kind)
     ]

@@ -19,7 +19,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import APART_PREFIX, group_partition, shares_buckets, stream_partition
-from streamclaim_spark.state import pel_summary, prefetch_rows
+from streamclaim_spark.state import kept_counts, pel_summary, prefetch_rows
 from streamclaim_spark.state.columns import (
     by_bytes,
     consumer_from_row,
@@ -57,6 +57,8 @@ HEAD_COLUMNS = (
     C.VERSION,
     C.SOME_DELETED,
     C.ENTRIES_READ,
+    C.PENDING_COUNT,
+    C.COUNTED_VERSION,
 )
 
 
@@ -267,7 +269,7 @@ class Snapshot(PrefetchedSnapshot):
         """The group's consumers in bytewise name order: read on the driver from their few kept files
         where the snapshot allows, else by a query."""
         partition_id = group_partition(key, group)
-        columns = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS)
+        columns = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS, C.PENDING_COUNT)
         query = FileQuery((partition_id,), (C.KIND_CONSUMER,))
         stored = self.stored_rows([query], columns, PREFETCH_ROWS_MAX)
         if stored is not None:
@@ -331,8 +333,12 @@ class Snapshot(PrefetchedSnapshot):
         return {i: entry for i in wanted if (entry := known.get(i)) is not None}
 
     def pending_counts(self, key: str, group: str) -> dict[str, int]:
-        """Number of pending entries per owner (owners with none are absent): on the driver from the few
-        kept files that may hold them (``pel_summary.owner_counts``), else by one aggregation."""
+        """Number of pending entries per owner (owners with none are absent): as the group keeps them,
+        else on the driver from the few kept files that may hold them (``pel_summary.owner_counts``),
+        else by one aggregation."""
+        kept = kept_counts.owner_counts(self, key, group)
+        if kept is not None:
+            return kept
         on_driver = pel_summary.owner_counts(self, key, group)
         if on_driver is not None:
             return on_driver
@@ -345,6 +351,9 @@ class Snapshot(PrefetchedSnapshot):
         where they cannot be, come in the summary's query; either way they land in the snapshot."""
         need = Need(key, (group,))
         heads = not self._heads_from_files([need])
+        kept = None if heads else kept_counts.summary(self, key, group)
+        if kept is not None:
+            return kept
         summary, head_rows = pel_summary.summarize(self, key, group, heads)
         for row in head_rows:
             self._remember_head(row)
@@ -354,10 +363,14 @@ class Snapshot(PrefetchedSnapshot):
         return summary
 
     def group_counts(self, key: str, groups: Sequence[str]) -> dict[str, tuple[int, int]]:
-        """(consumers, pending entries) per group: on the driver from the few kept files that may hold them
+        """(consumers, pending entries) per group: the kept counts with the consumers counted on the
+        driver, else on the driver from the few kept files that may hold them
         (``pel_summary.group_counts``), else in one aggregation over the groups' partitions."""
         if not groups:
             return {}
+        kept = kept_counts.group_counts(self, key, groups)
+        if kept is not None:
+            return kept
         on_driver = pel_summary.group_counts(self, key, groups)
         if on_driver is not None:
             return on_driver

@@ -7,10 +7,17 @@ import time
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, BooleanType, LongType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import ArrayType, StructType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.errors import StoreLayoutError
+from streamclaim_spark.state.companion_schema import (
+    DEAD_LETTER_SCHEMA,
+    GIVE_UP_REASONS_SCHEMA,
+    RECOVERY_RUNS_SCHEMA,
+    REDRIVE_COLUMNS,
+    REDRIVE_RUNS_SCHEMA,
+)
 from streamclaim_spark.state.conflicts import is_lost_race
 from streamclaim_spark.state.delta_io import (
     create_table,
@@ -74,7 +81,18 @@ def ensure_state_table(spark: SparkSession, store_path: str) -> str:
         _refuse_old_layout(store_path, "heads and consumers in the files of entries and PEL rows (before heads apart)")
     if C.SOME_DELETED not in schema.names:
         _refuse_old_layout(store_path, "stream heads without the deleted-entry marker (before kept markers)")
+    if C.COUNTED_VERSION not in schema.names:
+        _refuse_old_layout(store_path, "groups without their kept pending counts (before kept counts)")
     return path
+
+
+# The columns added in place by ``upgrade_layout``, in their order: null in existing rows reads as
+# "unknown" (a deletion may have happened; the counts are recounted).
+_ADDED_COLUMNS = (
+    f"{C.SOME_DELETED} BOOLEAN AFTER {C.MAX_DELETED_SEQ}",
+    f"{C.PENDING_COUNT} BIGINT AFTER {C.ACTIVE_TIME_MS}",
+    f"{C.COUNTED_VERSION} BIGINT AFTER {C.VERSION}",
+)
 
 
 def _refuse_old_layout(store_path: str, what: str) -> None:
@@ -112,9 +130,11 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
     values; heads and consumers in buckets of their own), is rewritten in one commit, every row in the
     bucket of its partition and kind, in files of at most ``DEFAULT_ROWS_PER_FILE`` rows ordered by
     partition, kind and ID; a second commit then marks the layout (a crash between the two leaves a table
-    that is refused until this is run again, which redoes the rewrite). A table that lacks only the stream
-    heads' ``some_deleted`` column gets it added in place (no file rewritten), null in existing heads,
-    which reads as "an entry may have been deleted"; either way the table gets today's properties
+    that is refused until this is run again, which redoes the rewrite). A table that lacks only columns
+    added since (the stream heads' ``some_deleted``, the kept ``pending_count`` and ``counted_version``)
+    gets them added in place (no file rewritten), null in existing rows, which reads as "an entry may
+    have been deleted" and "the counts are unknown" (a group's next write recounts where its PEL is
+    small); either way the table gets today's properties
     (``STATE_TABLE_PROPERTIES``). A dead-letter table from before
     binary payloads gets its fields as their UTF-8 bytes. Every row keeps its values. Readers see the old
     or the new table, never a mix; writers that commit meanwhile make it fail (run it again), or are lost
@@ -137,10 +157,12 @@ def upgrade_layout(spark: SparkSession, store_path: str) -> bool:
             .save(path)
         )
         upgraded = True
-    elif C.SOME_DELETED not in table.schema.names:
-        # Only the marker is missing: a column added in place (metadata only, no file rewritten).
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({C.SOME_DELETED} BOOLEAN AFTER {C.MAX_DELETED_SEQ})")
-        upgraded = True
+    else:
+        # Only columns added since are missing: added in place (metadata only, no file rewritten).
+        for column in _ADDED_COLUMNS:
+            if column.split()[0] not in table.schema.names:
+                spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({column})")
+                upgraded = True
     if upgraded:
         # Today's properties, in a commit of their own: after a rewrite, the commit that marks the layout.
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({_settings(STATE_TABLE_PROPERTIES)})")
@@ -165,111 +187,6 @@ def _settings(properties: dict[str, str]) -> str:
 
 
 # --- the recovery job's companion tables ---------------------------------------------------------------
-
-# One row per entry the recovery job dead-lettered: the entry as it was when its delivery count ran out.
-DEAD_LETTER_SCHEMA = StructType(
-    [
-        StructField("run_id", StringType(), nullable=False),  # the recovery run that copied it
-        StructField("dead_lettered_at", TimestampType(), nullable=False),
-        StructField(C.STREAM, StringType(), nullable=False),
-        StructField(C.GROUP, StringType(), nullable=False),
-        StructField("id", StringType(), nullable=False),  # "ms-seq"
-        StructField(C.OWNER, StringType()),  # the last consumer that owned it
-        StructField(C.DELIVERY_COUNT, LongType()),
-        StructField(C.DELIVERY_TIME_MS, LongType()),  # its last delivery, Unix ms
-        StructField(C.FIELDS, ArrayType(FIELD_PAIR)),  # null when the stream entry had been deleted
-        # Why: "max-deliveries exceeded (12 > 10)", or "XNACK FATAL" for an entry its consumer gave up on;
-        # null in rows copied before the column existed (the next copy adds it: mergeSchema).
-        StructField("reason", StringType()),
-        # The redrive run that took this letter to put its entry back and when (set before the put-back),
-        # and when the entry was back in its group (set after it): all null while it is dead (fleet/redrive/).
-        StructField("redrive_run_id", StringType()),
-        StructField("redrive_taken_at", TimestampType()),
-        StructField("redriven_at", TimestampType()),
-    ]
-)
-# The columns a redrive adds to a dead-letter table made before them (ensure_redrive_columns).
-REDRIVE_COLUMNS = {"redrive_run_id": "STRING", "redrive_taken_at": "TIMESTAMP", "redriven_at": "TIMESTAMP"}
-
-# What one recovery run did to one consumer group.
-# Delta cannot enforce NOT NULL inside arrays, so these fields are nullable.
-RECOVERY_GROUP_SCHEMA = StructType(
-    [
-        StructField(C.STREAM, StringType()),
-        StructField(C.GROUP, StringType()),
-        StructField("scanned", LongType()),  # pending entries examined
-        StructField("stale", LongType()),  # of those, idle at least min_idle
-        StructField("claimed", LongType()),
-        StructField("purged", LongType()),  # pending entries whose stream entry was deleted
-        StructField("dead_lettered", LongType()),
-        StructField("dead_letters_withdrawn", LongType()),  # copies undone: entry changed meanwhile
-        StructField("conflicts_retried", LongType()),  # commits re-run after losing a race
-        StructField("owners", ArrayType(StringType())),  # consumers the entries were claimed to
-    ]
-)
-
-# One row per recovery run (dry runs change nothing and write none).
-RECOVERY_RUNS_SCHEMA = StructType(
-    [
-        StructField("run_id", StringType(), nullable=False),
-        StructField("started_at", TimestampType(), nullable=False),
-        StructField("ended_at", TimestampType(), nullable=False),
-        StructField("status", StringType(), nullable=False),  # "succeeded" or "failed"
-        StructField("error", StringType()),
-        StructField("min_idle_ms", LongType(), nullable=False),
-        StructField("assign", StringType(), nullable=False),
-        StructField("max_deliveries", LongType()),  # null when dead-lettering was off
-        StructField("scanned", LongType(), nullable=False),
-        StructField("claimed", LongType(), nullable=False),
-        StructField("dead_lettered", LongType(), nullable=False),
-        StructField("conflicts_retried", LongType(), nullable=False),
-        StructField("groups", ArrayType(RECOVERY_GROUP_SCHEMA), nullable=False),
-        # "multi-writer", or "single-writer" when the store was opened on that promise (docs/DEPLOY.md);
-        # null in rows written before the column existed.
-        StructField("writer_mode", StringType()),
-        # The backoff schedule as written (core/backoff.py); null without one, and in older rows.
-        StructField("backoff", StringType()),
-    ]
-)
-
-# One row per redrive run (dry runs change nothing and write none); the counts are entries, not letters.
-REDRIVE_RUNS_SCHEMA = StructType(
-    [
-        StructField("run_id", StringType(), nullable=False),
-        StructField("started_at", TimestampType(), nullable=False),
-        StructField("ended_at", TimestampType(), nullable=False),
-        StructField("status", StringType(), nullable=False),  # "succeeded" or "failed"
-        StructField("error", StringType()),
-        StructField("streams", ArrayType(StringType()), nullable=False),
-        StructField("groups", ArrayType(StringType()), nullable=False),
-        StructField("where", StringType()),
-        StructField("reset_count", BooleanType(), nullable=False),
-        StructField("max_redrives", LongType()),
-        StructField("limit", LongType()),
-        StructField("to_stream", StringType()),
-        StructField("redriven", LongType(), nullable=False),  # back in their group's PEL
-        StructField("re_added", LongType(), nullable=False),  # entry gone: a new entry of to_stream
-        StructField("entry_gone", LongType(), nullable=False),  # entry gone, no to_stream: stay dead
-        StructField("group_gone", LongType(), nullable=False),  # their group was destroyed: stay dead
-        StructField("already_pending", LongType(), nullable=False),  # pending again meanwhile: stay dead
-        StructField("capped", LongType(), nullable=False),  # redriven max_redrives times: stay dead
-        StructField("adopted", LongType(), nullable=False),  # of a run that stopped half-way
-        StructField("remaining", LongType(), nullable=False),  # left for a later run by limit
-    ]
-)
-
-# One row per StreamStore.give_up call's entry: the reason its consumer gave up on it (XNACK FATAL), which
-# the entry's dead letter carries when the recovery job copies it (only a reason written at or after the
-# XNACK that its pending row holds: a later XNACK FATAL without one does not inherit it).
-GIVE_UP_REASONS_SCHEMA = StructType(
-    [
-        StructField(C.STREAM, StringType(), nullable=False),
-        StructField(C.GROUP, StringType(), nullable=False),
-        StructField("id", StringType(), nullable=False),  # "ms-seq"
-        StructField("reason", StringType(), nullable=False),
-        StructField("given_up_at", TimestampType(), nullable=False),
-    ]
-)
 
 RECOVERY_RUNS_TABLE_PROPERTIES = {
     # The run log is history: rows are appended, never changed.

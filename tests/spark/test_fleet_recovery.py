@@ -45,7 +45,8 @@ from streamclaim_spark.fleet.recovery import (
 )
 from streamclaim_spark.fleet.recovery import run as recovery_run
 from streamclaim_spark.state import snapshot as snapshot_module
-from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, table_path
+from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA
+from streamclaim_spark.state.tables import table_path
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores

@@ -37,8 +37,9 @@ from streamclaim_spark.core.policies import RecoveryPolicy
 from streamclaim_spark.fleet.recovery import GroupReport, RecoveryFailedError, recover_stale, rounds
 from streamclaim_spark.fleet.recovery import run as recovery
 from streamclaim_spark.state.columns import id_text
+from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA
 from streamclaim_spark.state.delta_io import latest_version
-from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, RECOVERY_GROUP_SCHEMA, RECOVERY_RUNS_SCHEMA, table_path
+from streamclaim_spark.state.tables import table_path
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 

@@ -19,8 +19,9 @@ from streamclaim_spark.engine.transaction import own_commit_version
 from streamclaim_spark.fleet.maintenance.readers import streaming_readers
 from streamclaim_spark.state import tables
 from streamclaim_spark.state.commit_settings import USER_METADATA
+from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA, REDRIVE_COLUMNS
 from streamclaim_spark.state.delta_io import commit_info
-from streamclaim_spark.state.tables import DEAD_LETTER_SCHEMA, ensure_dead_letter_table
+from streamclaim_spark.state.tables import ensure_dead_letter_table
 
 
 def test_two_runs_creating_the_dead_letter_table_at_the_same_moment_both_get_one_table(
@@ -126,7 +127,7 @@ def test_a_dead_letter_table_made_before_the_redrive_gains_its_columns_once_and_
     spark: SparkSession, tmp_path: Path
 ) -> None:
     # A table of the schema before the redrive (no redrive_run_id, redrive_taken_at, redriven_at), one copy in it.
-    before = StructType([f for f in DEAD_LETTER_SCHEMA.fields if f.name not in tables.REDRIVE_COLUMNS])
+    before = StructType([f for f in DEAD_LETTER_SCHEMA.fields if f.name not in REDRIVE_COLUMNS])
     location = tmp_path / "store" / "dead_letters"
     DeltaTable.create(spark).location(str(location)).addColumns(before).execute()
     row = ("run-1", datetime(2026, 1, 1), "s", "g", "1-0", "alice", 11, 0, [(b"f", b"v")], "max-deliveries exceeded")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from streamclaim_spark.core.config import RedriveOptions
 from streamclaim_spark.fleet.redrive import OUTCOMES, RedriveReport
-from streamclaim_spark.state.tables import REDRIVE_RUNS_SCHEMA
+from streamclaim_spark.state.companion_schema import REDRIVE_RUNS_SCHEMA
 
 T = 1_700_000_000_000
 OPTIONS = RedriveOptions(streams=("orders-*",), where="reason = 'XNACK FATAL'", max_redrives=3, limit=10)

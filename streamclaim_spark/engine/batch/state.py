@@ -27,13 +27,13 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import (
     Need,
-    Plan,
     Write,
     group_head_row,
     pending_row,
     stream_head_row,
 )
 from streamclaim_spark.core.partitions import stream_partition
+from streamclaim_spark.core.plan import Plan
 from streamclaim_spark.engine.batch.reads import BatchReads
 from streamclaim_spark.engine.batch.rows import IDENTITY, Key, Row, claimed_row, frame_deletes, full_row
 from streamclaim_spark.errors import BatchPlanError

@@ -84,7 +84,8 @@ def deliver(runner: Runner, key: str, group: str, consumer: str, count: int | No
             F.lit(ctx.txn).alias(C.TXN),
         )
         beyond = ctx.snapshot.pending_frame(key, group).where(id_at_least(first))
-        _add_pending_rows(ctx, rows, beyond.limit(1).count() == 0, [group_partition(key, group)])
+        partition = group_partition(key, group)
+        _add_pending_rows(ctx, rows, beyond.limit(1).count() == 0, [partition], {partition: {consumer: delivered}})
         return _advance(ctx, key, group, consumer, delivered, first, last)
 
     result = runner.transact("BULK DELIVER", decide)
@@ -213,20 +214,31 @@ def plan_deliveries(
     if not bounds:
         return results
     assert rows is not None
-    _add_pending_rows(ctx, rows, _none_after_cursors(ctx, records, lowest), _group_partitions(records))
+    counts: dict[str, dict[str | None, int]] = {}
+    for position, delivered_count, _, _ in bounds:
+        key, group, consumer = targets[position]
+        counts[group_partition(key, group)] = {consumer: delivered_count}
+    _add_pending_rows(ctx, rows, _none_after_cursors(ctx, records, lowest), _group_partitions(records), counts)
     for position, delivered_count, first, last in bounds:
         key, group, consumer = targets[position]
         results[position] = _advance(ctx, key, group, consumer, delivered_count, first, last)
     return results
 
 
-def _add_pending_rows(ctx: Context, rows: DataFrame | pa.Table, none_beyond: bool, partitions: Sequence[str]) -> None:
+def _add_pending_rows(
+    ctx: Context,
+    rows: DataFrame | pa.Table,
+    none_beyond: bool,
+    partitions: Sequence[str],
+    counts: Mapping[str, Mapping[str | None, int]],
+) -> None:
     """Adds the delivered entries' PEL rows (a frame, or a table made on the driver) to the plan:
     appended when no PEL row of their groups lies after the cursors (``none_beyond``: nothing can match
-    them), else merged, so that a row already there is overwritten as Redis overwrites a NACK it
-    delivers again (after XGROUP SETID moved the cursor back, or XCLAIM FORCE claimed ahead of it)."""
+    them), with their ``counts`` per group partition and owner for the groups' kept counts; else
+    merged, so that a row already there is overwritten as Redis overwrites a NACK it delivers again
+    (after XGROUP SETID moved the cursor back, or XCLAIM FORCE claimed ahead of it)."""
     if none_beyond:
-        ctx.plan.add_append(rows, *partitions)
+        ctx.plan.add_append(rows, *partitions, pending_counts=counts)
     else:
         frame = ctx.snapshot.spark.createDataFrame(rows) if isinstance(rows, pa.Table) else rows
         ctx.plan.add_frame(source_frame(frame), *partitions)

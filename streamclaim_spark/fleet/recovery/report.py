@@ -21,7 +21,7 @@ from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
 from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, FRESH, POISON, PURGE
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
-from streamclaim_spark.state.tables import RECOVERY_GROUP_SCHEMA
+from streamclaim_spark.state.companion_schema import RECOVERY_GROUP_SCHEMA
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.fleet.recovery")
@@ -128,7 +128,7 @@ class RecoveryReport:
         }
 
     def run_row(self) -> tuple[Any, ...]:
-        """The report as a ``recovery_runs`` row (tables.RECOVERY_RUNS_SCHEMA)."""
+        """The report as a ``recovery_runs`` row (companion_schema.RECOVERY_RUNS_SCHEMA)."""
         totals = self.totals
         groups = [tuple(g.to_dict()[name] for name in RECOVERY_GROUP_SCHEMA.names) for g in self.groups]
         return (

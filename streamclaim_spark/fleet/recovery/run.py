@@ -71,8 +71,9 @@ from streamclaim_spark.fleet.recovery.report import (
 from streamclaim_spark.fleet.recovery.rounds import MAX_CLAIM_ROUNDS, claim_rounds
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
+from streamclaim_spark.state.companion_schema import RECOVERY_RUNS_SCHEMA
 from streamclaim_spark.state.snapshot import Snapshot
-from streamclaim_spark.state.tables import RECOVERY_RUNS_SCHEMA, ensure_recovery_runs_table
+from streamclaim_spark.state.tables import ensure_recovery_runs_table
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.fleet.recovery")

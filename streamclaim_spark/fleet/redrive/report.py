@@ -73,7 +73,7 @@ class RedriveReport:
         }
 
     def run_row(self) -> tuple[Any, ...]:
-        """The report as a ``redrive_runs`` row (tables.REDRIVE_RUNS_SCHEMA)."""
+        """The report as a ``redrive_runs`` row (companion_schema.REDRIVE_RUNS_SCHEMA)."""
         options, totals = self.options, self.totals
         return (
             self.run_id,

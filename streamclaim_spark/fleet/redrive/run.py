@@ -47,11 +47,9 @@ from streamclaim_spark.fleet.redrive.letters import (
 )
 from streamclaim_spark.fleet.redrive.put_back import OUTCOMES, back_entries, put_back
 from streamclaim_spark.fleet.redrive.report import FAILED, RedriveReport
+from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA, REDRIVE_COLUMNS, REDRIVE_RUNS_SCHEMA
 from streamclaim_spark.state.delta_io import AUTO_COMPACTION_OPERATION, is_delta_table, quoted_path
 from streamclaim_spark.state.tables import (
-    DEAD_LETTER_SCHEMA,
-    REDRIVE_COLUMNS,
-    REDRIVE_RUNS_SCHEMA,
     ensure_redrive_columns,
     ensure_redrive_runs_table,
     table_path,

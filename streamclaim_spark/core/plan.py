@@ -1,0 +1,115 @@
+"""Everything a command commits: its row writes, and the bulk changes beside them.
+
+The engine commits a plan as one Delta transaction: a guarded MERGE of its writes and frames, one
+update in place, or a commit of files (engine/file_commit.py) for writes, appends, removals and
+rewrites. Nothing here touches Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamclaim_spark.core.file_changes import Removal, Rewrite
+from streamclaim_spark.core.model import Write
+
+
+@dataclass
+class Plan:
+    """Everything a command commits: row writes plus, for bulk changes, source DataFrames.
+
+    ``frames`` hold DataFrames shaped like the MERGE source (see merge_source.py); they let a command
+    delete or rewrite millions of rows without collecting them to the driver. ``update`` (a
+    ``transaction.InPlaceUpdate``) instead rewrites rows where they lie, with no source to join:
+    a plan commits either writes and frames as one MERGE, or one update.
+    """
+
+    writes: list[Write] = field(default_factory=list)
+    frames: list[Any] = field(default_factory=list)
+    partitions: set[str] = field(default_factory=set)
+    # The partitions ``frames`` write, whose rows may be of any kind (writes carry their own kinds).
+    frame_partitions: set[str] = field(default_factory=set)
+    update: Any = None
+    # Target-only MERGE conditions (Columns over ``t.``) that every row the plan writes or deletes meets:
+    # they change no outcome and let Delta skip the files of rows the plan cannot touch.
+    bounds: list[Any] = field(default_factory=list)
+    # True when every frame is pinned (a local checkpoint): the MERGE's two passes over its source
+    # then read the same rows without Delta copying the source first (``transaction._commit_settings``).
+    frames_pinned: bool = False
+    # Rows new by construction (state-table columns; no existing row has their keys): a bulk append's
+    # entries, a delivery's PEL rows. Written as plain files in the commit (engine/file_commit.py)
+    # where the session allows, else inserted by the MERGE like any frame.
+    appends: list[Any] = field(default_factory=list)
+    # The appends whose rows already come in ID order within each Spark partition (written unsorted).
+    ordered_appends: set[int] = field(default_factory=set)
+    # Rows removed by ID (``Removal``), committed only as files (a classic session): see file_commit.py.
+    removals: list[Removal] = field(default_factory=list)
+    # Rows changed where they lie (``Rewrite``), committed only as files (a classic session).
+    rewrites: list[Rewrite] = field(default_factory=list)
+    # Group partitions whose PEL the plan changes by rows it does not count (frames, removals, rewrites,
+    # an update, appends given without counts): their kept counts are left behind (engine/kept_counts.py).
+    uncounted: set[str] = field(default_factory=set)
+    # Per group partition, the PEL rows the plan's appends add per owner (None: no owner).
+    appended_pending: dict[str, dict[str | None, int]] = field(default_factory=dict)
+
+    def add(self, write: Write) -> None:
+        self.writes.append(write)
+        self.partitions.add(write.partition)
+
+    def add_frame(self, frame: Any, *partitions: str) -> None:
+        """Adds source rows as a DataFrame, with every partition they write (one or many)."""
+        self.frames.append(frame)
+        self.partitions.update(partitions)
+        self.frame_partitions.update(partitions)
+        self.uncounted.update(partitions)
+
+    def add_append(
+        self,
+        rows: Any,
+        *partitions: str,
+        ordered: bool = False,
+        pending_counts: Mapping[str, Mapping[str | None, int]] | None = None,
+    ) -> None:
+        """Adds rows no existing row can match (see ``appends``), with every partition they write;
+        ``ordered``: each Spark partition of ``rows`` already holds one partition's rows in ID order, so
+        they are written as they come (else sorted first, so each file covers a narrow ID range);
+        ``pending_counts``: the PEL rows they add per group partition and owner, so that the groups'
+        kept counts stay exact (without it they are left behind)."""
+        if ordered:
+            self.ordered_appends.add(len(self.appends))
+        self.appends.append(rows)
+        self.partitions.update(partitions)
+        self.frame_partitions.update(partitions)
+        if pending_counts is None:
+            self.uncounted.update(partitions)
+            return
+        for partition, owners in pending_counts.items():
+            counted = self.appended_pending.setdefault(partition, {})
+            for owner, n in owners.items():
+                counted[owner] = counted.get(owner, 0) + n
+
+    def add_removal(self, removal: Removal) -> None:
+        """Adds ``removal`` (committed by rewriting the files holding its rows)."""
+        self.removals.append(removal)
+        self.partitions.update(removal.partitions)
+        self.frame_partitions.update(removal.partitions)
+        self.uncounted.update(removal.partitions)
+
+    def add_rewrite(self, rewrite: Rewrite) -> None:
+        """Adds ``rewrite`` (committed by rewriting the files holding its rows)."""
+        self.rewrites.append(rewrite)
+        self.partitions.update(rewrite.partitions)
+        self.frame_partitions.update(rewrite.partitions)
+        self.uncounted.update(rewrite.partitions)
+
+    def set_update(self, update: Any, *partitions: str) -> None:
+        """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""
+        self.update = update
+        self.partitions.update(partitions)
+        self.uncounted.update(partitions)
+
+    @property
+    def empty(self) -> bool:
+        bulk = self.frames or self.appends or self.removals or self.rewrites
+        return not (self.writes or bulk) and self.update is None

@@ -149,11 +149,12 @@ def _files_of(txn: DeltaTransaction, writes: Sequence[Write], groups_touched: se
     consumer files of the groups whose counts the commit keeps."""
     queries: list[FileQuery] = []
     apart = [write for write in writes if write.row[C.ROW_KIND] in APART_KINDS]
-    if apart:
-        partitions = tuple(sorted({write.partition for write in apart}))
-        queries.append(FileQuery(partitions, tuple(sorted({str(write.row[C.ROW_KIND]) for write in apart}))))
-    if groups_touched:
-        queries.append(FileQuery(tuple(sorted(groups_touched)), (C.KIND_CONSUMER, C.KIND_GROUP)))
+    if apart or groups_touched:  # one listing: heads and consumers share the ``h`` buckets
+        partitions = tuple(sorted({write.partition for write in apart} | groups_touched))
+        kinds = {str(write.row[C.ROW_KIND]) for write in apart} | (
+            {C.KIND_CONSUMER, C.KIND_GROUP} if groups_touched else set()
+        )
+        queries.append(FileQuery(partitions, tuple(sorted(kinds))))
     for kind in (C.KIND_ENTRY, C.KIND_PENDING):
         of_kind = [write for write in writes if write.row[C.ROW_KIND] == kind]
         if of_kind:

@@ -24,11 +24,11 @@ from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.claims.claiming import claim_stale
 from streamclaim_spark.fleet.claims.selection import StaleSelection
 from streamclaim_spark.state.delta_io import latest_version
-from streamclaim_spark.state.schema import STATE_SCHEMA
 from streamclaim_spark.state.tables import table_path, upgrade_layout
 from tests.clock import ManualClock
 from tests.conftest import StoreFactory
 from tests.spark.layout_fixture import CLOCK_MS, REPLIES_FILE, STORE_DIR, run_script
+from tests.spark.older_stores import drop_state_columns, has_todays_columns
 
 pytestmark = pytest.mark.spark
 
@@ -167,10 +167,7 @@ def test_a_store_from_before_the_deleted_entry_marker_is_refused_until_a_column_
         pipe.execute_command(*argv)
     pipe.execute()
     # The same rows as a store of the code before the marker holds them: the table without its column.
-    state = table_path(store.path, C.STATE_TABLE_DIR)
-    rows = spark.read.format("delta").load(state).drop(C.SOME_DELETED)
-    old = rows.localCheckpoint().write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    old.partitionBy(C.BUCKET).save(state)
+    drop_state_columns(spark, store.path, C.SOME_DELETED)
 
     with pytest.raises(StoreLayoutError) as refused:
         StreamStore.open(store.path, spark=spark)
@@ -178,8 +175,7 @@ def test_a_store_from_before_the_deleted_entry_marker_is_refused_until_a_column_
 
     assert upgrade_layout(spark, store.path) is True
     assert upgrade_layout(spark, store.path) is False
-    columns = spark.read.format("delta").load(state).schema.fields
-    assert [(c.name, c.dataType) for c in columns] == [(c.name, c.dataType) for c in STATE_SCHEMA.fields]
+    assert has_todays_columns(spark, store.path)
     upgraded = StreamStore.open(store.path, spark=spark, clock=clock)
     (head,) = upgraded.snapshot().all_streams()
     assert head.some_deleted  # null: unknown, so every claim checks the entries

@@ -21,9 +21,10 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID
 from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.claims.selection import StaleSelection
-from streamclaim_spark.state.tables import table_path, upgrade_layout
+from streamclaim_spark.state.tables import upgrade_layout
 from tests.clock import ManualClock
 from tests.conftest import StoreFactory
+from tests.spark.older_stores import drop_state_columns, has_todays_columns
 
 STREAMS = ("a", "b")
 GROUPS = ("g", "h")
@@ -168,16 +169,14 @@ def test_a_store_from_before_kept_counts_is_refused_then_upgraded_in_place_and_r
     ):
         store.execute(*argv)
     # The rows as the code before kept counts wrote them: the table without the two columns.
-    state = table_path(store.path, C.STATE_TABLE_DIR)
-    rows = spark.read.format("delta").load(state).drop(C.PENDING_COUNT, C.COUNTED_VERSION)
-    old = rows.localCheckpoint().write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-    old.partitionBy(C.BUCKET).save(state)
+    drop_state_columns(spark, store.path, C.PENDING_COUNT, C.COUNTED_VERSION)
 
     with pytest.raises(StoreLayoutError) as refused:
         StreamStore.open(store.path, spark=spark)
     assert "keeps groups without their kept pending counts (before kept counts)" in str(refused.value)
     assert upgrade_layout(spark, store.path) is True
     assert upgrade_layout(spark, store.path) is False
+    assert has_todays_columns(spark, store.path)
     upgraded = StreamStore.open(store.path, spark=spark, clock=clock)
     head = upgraded.snapshot().group("s", "g")
     assert head is not None and not head.counts_kept  # null: unknown

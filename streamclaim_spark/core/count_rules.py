@@ -37,12 +37,6 @@ def group_head_key(partition: str) -> Key:
     return (partition, C.KIND_GROUP, None, None, None)
 
 
-def touched_groups(changes: Mapping[Key, Row | None], appended: Set[str] = frozenset()) -> set[str]:
-    """The group partitions whose head, consumers or PEL the changes (or appends) touch."""
-    kinds = (C.KIND_GROUP, C.KIND_CONSUMER, C.KIND_PENDING)
-    return {str(key[0]) for key in changes if key[1] in kinds} | set(appended)
-
-
 def needs_recount(partition: str, group_rows: Mapping[Key, Row], changes: Mapping[Key, Row | None]) -> bool:
     """True when the commit writes ``partition``'s group head and finds its counts not kept: a recount
     of its stored PEL would let the commit make them exact."""
@@ -57,17 +51,20 @@ def counts_kept(head: Row) -> bool:
 
 
 def counted_rows(
+    partitions: Set[str],
     stored: Mapping[Key, Row],
     changes: Mapping[Key, Row | None],
     group_rows: Mapping[str, Mapping[Key, Row]],
     inputs: CountInputs,
 ) -> dict[Key, Row]:
     """The head and consumer rows the commit writes with their counts: ``changes``' own rows of those
-    kinds with ``pending_count`` (and the head's ``counted_version``) set, and stored consumer rows whose
-    count moves. ``stored`` holds the committed rows of ``changes``' keys; ``group_rows`` the committed
-    head and consumer rows of each touched group partition."""
+    kinds with ``pending_count`` (and the head's ``counted_version``) set, stored consumer rows whose
+    count moves, and stored heads whose counts the commit leaves behind. ``partitions`` are the group
+    partitions the commit writes rows of, appends to or changes uncounted; ``stored`` holds the
+    committed rows of ``changes``' keys; ``group_rows`` the committed head and consumer rows of each of
+    ``partitions``."""
     counted: dict[Key, Row] = {}
-    for partition in sorted(touched_groups(changes, set(inputs.appended))):
+    for partition in sorted(partitions):
         counted.update(_counted_group(partition, stored, changes, group_rows.get(partition, {}), inputs))
     return counted
 

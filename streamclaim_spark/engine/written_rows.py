@@ -103,7 +103,7 @@ def rewrite_written_rows(
         if needs_recount(p, group_rows.get(p, {}), changes)
     ]
     recounts = _recounts(spark, txn, recount) if recount else {}
-    counted = counted_rows(stored, changes, group_rows, replace(counting, recounts=recounts))
+    counted = counted_rows(groups_touched, stored, changes, group_rows, replace(counting, recounts=recounts))
     changes.update(counted)
     located.update({key: group_located[key] for key in counted if key not in located and key in group_located})
     dropped: dict[int, set[int]] = {}

@@ -52,7 +52,7 @@ STORED_PEL = as_stored(pending(ONE, "alice"), pending(TWO, "alice"))
 
 def counts_after(changes: dict[tuple[Any, ...], Any], inputs: CountInputs | None = None) -> dict[str, Any]:
     stored = {**STORED_GROUP, **STORED_PEL}
-    rows = counted_rows(stored, changes, {PARTITION: STORED_GROUP}, inputs or CountInputs())
+    rows = counted_rows({PARTITION}, stored, changes, {PARTITION: STORED_GROUP}, inputs or CountInputs())
     return {
         ("head" if key == HEAD else key[4]): (row[C.PENDING_COUNT], row.get(C.COUNTED_VERSION))
         for key, row in rows.items()
@@ -82,6 +82,7 @@ def test_a_nacked_entry_counts_in_the_group_and_in_no_consumer() -> None:
 def test_rows_the_plan_does_not_count_leave_the_counts_behind_even_without_a_head_write() -> None:
     assert counts_after({HEAD: head(5, 2, 4)}, CountInputs(uncounted={PARTITION})) == {"head": (None, None)}
     assert counts_after({key_of(pending(ONE, "alice")): None}) == {"head": (None, None)}
+    assert counts_after({}, CountInputs(uncounted={PARTITION})) == {"head": (None, None)}
 
 
 def test_appended_rows_count_as_given_and_counts_not_kept_wait_for_a_recount() -> None:
@@ -89,10 +90,14 @@ def test_appended_rows_count_as_given_and_counts_not_kept_wait_for_a_recount() -
     assert counts_after({HEAD: head(5, 2, 4)}, appended) == {"head": (5, 5), "bob": (3, None)}
     behind = as_stored(head(4, 2, 3), consumer("alice", None), consumer("bob", None))
     changes = {HEAD: head(5, 2, 3)}
-    assert counted_rows({**behind, **STORED_PEL}, changes, {PARTITION: behind}, CountInputs()) == {
+    assert counted_rows({PARTITION}, {**behind, **STORED_PEL}, changes, {PARTITION: behind}, CountInputs()) == {
         HEAD: {**head(5, 2, 3), C.PENDING_COUNT: None, C.COUNTED_VERSION: None}
     }
     recounted = counted_rows(
-        {**behind, **STORED_PEL}, changes, {PARTITION: behind}, CountInputs(recounts={PARTITION: {"alice": 2}})
+        {PARTITION},
+        {**behind, **STORED_PEL},
+        changes,
+        {PARTITION: behind},
+        CountInputs(recounts={PARTITION: {"alice": 2}}),
     )
     assert {key[4]: row[C.PENDING_COUNT] for key, row in recounted.items()} == {None: 2, "alice": 2, "bob": 0}

@@ -62,10 +62,8 @@ class FileBounds:
         any row's ID and (largest ms, largest seq) no smaller, in the order tuples compare in."""
         if self.nulls.get(C.ID_MS) != 0 or self.nulls.get(C.ID_SEQ) != 0:
             return False
-        smallest, largest = _stored_id(self.low), _stored_id(self.high)
-        if smallest is None or largest is None:
-            return False
-        return smallest >= low.stored() and largest <= high.stored()
+        ids = self.id_range()
+        return ids is not None and ids[0] >= low.stored() and ids[1] <= high.stored()
 
     def may_hold_one_of(self, column: str, values: Sequence[str]) -> bool:
         """False only when no row can hold one of ``values`` (sorted strings) in ``column``: each lies
@@ -83,10 +81,14 @@ class FileBounds:
         (``ids_between``) is above ``high`` or its largest below ``low``, or no row has an ID."""
         if self.nulls.get(C.ID_MS) == self.rows:
             return False
+        ids = self.id_range()
+        return ids is None or (ids[1] >= low.stored() and ids[0] <= high.stored())
+
+    def id_range(self) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """(smallest ms, smallest seq) and (largest ms, largest seq) as stored: no row's ID lies below the
+        first or above the second. None when the statistics lack either."""
         smallest, largest = _stored_id(self.low), _stored_id(self.high)
-        if smallest is None or largest is None:
-            return True
-        return largest >= low.stored() and smallest <= high.stored()
+        return None if smallest is None or largest is None else (smallest, largest)
 
 
 def _stored_id(values: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -43,7 +43,7 @@ def pel_ends_at(
     for file in files:
         if file.bounds is not None and file.bounds.nulls.get(C.ID_MS) == file.bounds.rows:
             continue  # no row of it has an ID
-        found = _bounds(file)
+        found = None if file.bounds is None else file.bounds.id_range()
         if found is None:
             return None
         bounds[file.path] = found
@@ -85,19 +85,6 @@ def _end(
             found = pick(ids)
             best = found if best is None else pick(best, found)
     return best
-
-
-def _bounds(file: LoggedFile) -> tuple[StoredId, StoredId] | None:
-    """The file's lowest and highest possible stored ID, None when its statistics do not give them."""
-    if file.bounds is None:
-        return None
-    low_ms, low_seq = file.bounds.low.get(C.ID_MS), file.bounds.low.get(C.ID_SEQ)
-    high_ms, high_seq = file.bounds.high.get(C.ID_MS), file.bounds.high.get(C.ID_SEQ)
-    if not (isinstance(low_ms, int) and isinstance(low_seq, int) and isinstance(high_ms, int)):
-        return None
-    if not isinstance(high_seq, int):
-        return None
-    return (low_ms, low_seq), (high_ms, high_seq)
 
 
 def _stream_id(stored: StoredId) -> StreamId:

@@ -59,7 +59,7 @@ class GroupMeta:
     entries_read: int = C.ENTRIES_READ_UNKNOWN
     version: int = -1
     # The group's PEL size, and the version it and its consumers' counts were last made exact at
-    # (engine/kept_counts.py); a write that does not keep them leaves them behind the version.
+    # (core/count_rules.py); a write that does not keep them leaves them behind the version.
     pending_count: int | None = None
     counted_version: int | None = None
 

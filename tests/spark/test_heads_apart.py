@@ -28,7 +28,7 @@ from streamclaim_spark.state.tables import table_path, upgrade_layout
 from tests.clock import ManualClock
 from tests.conftest import StoreFactory
 from tests.spark.layout_fixture import CLOCK_MS, REPLIES_FILE, STORE_DIR, run_script
-from tests.spark.older_stores import drop_state_columns, has_todays_columns
+from tests.spark.older_stores import assert_refused_until_upgraded, drop_state_columns
 
 pytestmark = pytest.mark.spark
 
@@ -169,13 +169,9 @@ def test_a_store_from_before_the_deleted_entry_marker_is_refused_until_a_column_
     # The same rows as a store of the code before the marker holds them: the table without its column.
     drop_state_columns(spark, store.path, C.SOME_DELETED)
 
-    with pytest.raises(StoreLayoutError) as refused:
-        StreamStore.open(store.path, spark=spark)
-    assert "keeps stream heads without the deleted-entry marker (before kept markers)" in str(refused.value)
-
-    assert upgrade_layout(spark, store.path) is True
-    assert upgrade_layout(spark, store.path) is False
-    assert has_todays_columns(spark, store.path)
+    assert_refused_until_upgraded(
+        spark, store.path, "stream heads without the deleted-entry marker (before kept markers)"
+    )
     upgraded = StreamStore.open(store.path, spark=spark, clock=clock)
     (head,) = upgraded.snapshot().all_streams()
     assert head.some_deleted  # null: unknown, so every claim checks the entries

@@ -12,19 +12,16 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import MAX_ID, ZERO_ID
-from streamclaim_spark.errors import StoreLayoutError
 from streamclaim_spark.fleet.claims.selection import StaleSelection
-from streamclaim_spark.state.tables import upgrade_layout
 from tests.clock import ManualClock
 from tests.conftest import StoreFactory
-from tests.spark.older_stores import drop_state_columns, has_todays_columns
+from tests.spark.older_stores import assert_refused_until_upgraded, drop_state_columns
 
 STREAMS = ("a", "b")
 GROUPS = ("g", "h")
@@ -171,12 +168,7 @@ def test_a_store_from_before_kept_counts_is_refused_then_upgraded_in_place_and_r
     # The rows as the code before kept counts wrote them: the table without the two columns.
     drop_state_columns(spark, store.path, C.PENDING_COUNT, C.COUNTED_VERSION)
 
-    with pytest.raises(StoreLayoutError) as refused:
-        StreamStore.open(store.path, spark=spark)
-    assert "keeps groups without their kept pending counts (before kept counts)" in str(refused.value)
-    assert upgrade_layout(spark, store.path) is True
-    assert upgrade_layout(spark, store.path) is False
-    assert has_todays_columns(spark, store.path)
+    assert_refused_until_upgraded(spark, store.path, "groups without their kept pending counts (before kept counts)")
     upgraded = StreamStore.open(store.path, spark=spark, clock=clock)
     head = upgraded.snapshot().group("s", "g")
     assert head is not None and not head.counts_kept  # null: unknown

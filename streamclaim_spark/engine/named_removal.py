@@ -25,8 +25,9 @@ from pyspark.sql import functions as F
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.named_ids import NamedIds
+from streamclaim_spark.state.arrow_schema import in_schema
 from streamclaim_spark.state.delta_txn import DeltaTransaction, file_name, row_count
-from streamclaim_spark.state.driver_files import in_schema, read_on_driver, readable_on_driver
+from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
 from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 
 # The most the files rewritten on the driver may hold: rows, and bytes as stored (compressed).

@@ -36,8 +36,9 @@ from streamclaim_spark.core.partitions import (
     is_group_partition,
 )
 from streamclaim_spark.core.write_rules import Key, Row, apply_writes
+from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA, in_schema
 from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
-from streamclaim_spark.state.driver_files import ARROW_SCHEMA, in_schema, readable_on_driver
+from streamclaim_spark.state.driver_files import readable_on_driver
 from streamclaim_spark.state.head_files import driver_tables
 
 # The order rows are written in: each file then covers one bucket's rows by partition, kind and ID,

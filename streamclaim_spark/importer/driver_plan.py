@@ -33,8 +33,8 @@ from streamclaim_spark.engine.context import Context
 from streamclaim_spark.importer.live_range import gone_on_driver, live_bounds
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
+from streamclaim_spark.state.arrow_schema import arrow_schema_of
 from streamclaim_spark.state.delta_txn import supports_transactions
-from streamclaim_spark.state.driver_files import arrow_schema_of
 from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 
 # The most the driver holds for one import: staged entries and PEL rows (as many rows, and as many bytes

@@ -15,7 +15,7 @@ import json
 import posixpath
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -29,7 +29,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.driver_writes import stats_columns, write_files
+from streamclaim_spark.state.driver_writes import rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
@@ -209,16 +209,37 @@ class DeltaTransaction:
         """Writes ``rows`` (the state table's Arrow schema, in write order) as new data files of this
         transaction, on the driver where the table allows it (state/driver_writes.py), else through
         ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
+        target = self._driver_target()
+        if target is None:
+            return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))
+        folder, columns = target
+        return self._added(write_files(folder, rows, rows_per_file, columns), rows.num_rows)
+
+    def rewrite_arrow(self, files: Sequence[Any], transform: Callable[[pa.Table], pa.Table]) -> list[Any] | None:
+        """Rewrites each of ``files`` (``AddFile``s of this table, none with a deletion vector) on the
+        driver as one new file of ``transform`` of its rows (driver_writes.rewrite_files); returns the
+        new ``AddFile`` actions, or None where the table's files are not written on the driver."""
+        target = self._driver_target()
+        if target is None or any(file.deletionVector() is not None for file in files):
+            return None
+        folder, columns = target
+        local = [(data_file_path(folder, str(file.path())), bucket_of(file)) for file in files]
+        return self._added(rewrite_files(folder, local, transform, columns), sum(row_count(file) for file in files))
+
+    def _driver_target(self) -> tuple[str, list[str]] | None:
+        """The local folder and statistics columns of files written on the driver; None where Spark
+        must write them (a remote file system, a table whose files Delta writes otherwise)."""
         data_path = self._txn.deltaLog().dataPath().toUri()  # qualified: a relative path resolved as Delta did
         folder = str(data_path.getPath()) if data_path.getScheme() in (None, "file") else None
         configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self._txn.metadata().configuration())
         columns = stats_columns(dict(configuration))
-        if folder is None or columns is None:
-            return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))
-        actions = write_files(folder, rows, rows_per_file, columns)
+        return None if folder is None or columns is None else (folder, columns)
+
+    def _added(self, actions: list[dict[str, Any]], rows: int) -> list[Any]:
+        """``add`` actions written on the driver as Delta's ``AddFile``s, their metrics registered."""
         from_json = self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson
         added = [from_json(json.dumps({"add": action})) for action in actions]
-        self._register_written(len(added), rows.num_rows, sum(action["size"] for action in actions))
+        self._register_written(len(added), rows, sum(action["size"] for action in actions))
         return added
 
     def _register_written(self, files: int, rows: int, size: int) -> None:

@@ -11,38 +11,20 @@ a deletion vector: its hidden rows need Delta's read (the callers fall back to S
 
 from __future__ import annotations
 
+import os
 import tempfile
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.delta_txn import data_file_path
-from streamclaim_spark.state.schema import STATE_SCHEMA
 
-# The state table's columns as Arrow types.
-ARROW_SCHEMA = to_arrow_schema(STATE_SCHEMA)
-
-
-def arrow_schema_of(columns: Sequence[str]) -> pa.Schema:
-    """The state table's ``columns``, in the order given, as an Arrow schema."""
-    return pa.schema([ARROW_SCHEMA.field(name) for name in columns])
-
-
-def in_schema(table: pa.Table, schema: pa.Schema = ARROW_SCHEMA) -> pa.Table:
-    """``table``'s columns in ``schema``'s types and order; a column it lacks (a file that predates it, rows
-    built on the driver with a few columns) as nulls."""
-    columns = [
-        table.column(field.name).cast(field.type)
-        if field.name in table.column_names
-        else pa.nulls(table.num_rows, field.type)
-        for field in schema
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+T = TypeVar("T")
 
 
 def readable_on_driver(spark: SparkSession, files: Sequence[Any]) -> bool:
@@ -55,25 +37,47 @@ def read_on_driver(
 ) -> list[pa.Table]:
     """``columns`` (None: all) of each of ``files``, as stored in the file (a column the file predates is
     absent), in the order given. ``readable_on_driver`` must hold."""
+    return each_on_driver(spark, table_path, files, columns, lambda table: table)
+
+
+def each_on_driver(
+    spark: SparkSession,
+    table_path: str,
+    files: Sequence[Any],
+    columns: Sequence[str] | None,
+    consume: Callable[[pa.Table], T],
+    threads: int = 1,
+) -> list[T]:
+    """``consume`` of ``columns`` of each of ``files`` (as ``read_on_driver`` reads them), in the order
+    given, one file at a time per thread: memory holds a few files whatever their number. Local files
+    are read by up to ``threads`` threads (pyarrow reads outside Python's lock); others are copied to a
+    local folder one by one and consumed as they come. ``readable_on_driver`` must hold."""
     jvm = spark._jvm
     assert jvm is not None
     wanted = list(columns) if columns is not None else None
     hadoop_conf = None
-    tables: list[pa.Table] = []
+    results: dict[int, T] = {}
+    local_files: list[tuple[int, str]] = []
     with tempfile.TemporaryDirectory(prefix="streamclaim-files-") as local_folder:
         for position, file in enumerate(files):
             path = jvm.org.apache.hadoop.fs.Path(data_file_path(table_path, str(file.path())))
             uri = path.toUri()
             if uri.getScheme() in (None, "file"):
-                local = str(uri.getPath())
-            else:  # copied through Hadoop (no checksum file beside it: the raw local file system)
-                if hadoop_conf is None:  # the session's file system settings too
-                    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
-                local = f"{local_folder}/{position}.parquet"
-                file_system = path.getFileSystem(hadoop_conf)
-                file_system.copyToLocalFile(False, path, jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
-            tables.append(_read(local, wanted))
-    return tables
+                local_files.append((position, str(uri.getPath())))
+                continue
+            # Copied through Hadoop (no checksum file beside it: the raw local file system), with the
+            # session's file system settings; consumed and deleted before the next one is copied.
+            if hadoop_conf is None:
+                hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+            local = f"{local_folder}/{position}.parquet"
+            file_system = path.getFileSystem(hadoop_conf)
+            file_system.copyToLocalFile(False, path, jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
+            results[position] = consume(_read(local, wanted))
+            os.remove(local)
+        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(local_files)))) as pool:
+            consumed = pool.map(lambda item: consume(_read(item[1], wanted)), local_files)
+            results.update(zip((position for position, _ in local_files), consumed, strict=True))
+    return [results[position] for position in range(len(files))]
 
 
 def _read(local: str, columns: list[str] | None) -> pa.Table:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -27,6 +28,7 @@ import pyarrow.parquet as pq
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import STATS_STRING_PREFIX
+from streamclaim_spark.state.arrow_schema import DATA_SCHEMA, in_schema
 
 # The table's statistics columns: files written here need them named (Delta's default, the first 32
 # columns of any type, has rules of its own for nested and binary ones).
@@ -66,6 +68,37 @@ def write_files(folder: str, rows: pa.Table, rows_per_file: int, columns: Sequen
             actions.append(_write_file(folder, bucket, data.slice(start + offset, min(step, count - offset)), columns))
         start += count
     return actions
+
+
+def rewrite_files(
+    folder: str,
+    files: Sequence[tuple[str, str]],
+    transform: Callable[[pa.Table], pa.Table],
+    columns: Sequence[str],
+) -> list[dict[str, Any]]:
+    """Rewrites each of ``files`` (its local path and bucket) as one new file under ``folder`` holding
+    ``transform`` of its rows (in ``DATA_SCHEMA``: a column the file predates as nulls), in the order
+    given; returns each new file's ``add`` action with the statistics of ``columns``, as ``write_files``.
+
+    One file at a time per thread, so memory holds a few files whatever their number; pyarrow reads,
+    encodes and compresses outside Python's lock, so the threads use the machine's cores. A file in
+    gives a file out: the rows keep their files, their order and the files' cap.
+    """
+
+    def rewrite(file: tuple[str, str]) -> dict[str, Any]:
+        local, bucket = file
+        parquet = pq.ParquetFile(local)
+        stored = set(parquet.schema_arrow.names)
+        rows = parquet.read(columns=[name for name in DATA_SCHEMA.names if name in stored])
+        return _write_file(folder, bucket, transform(in_schema(rows, DATA_SCHEMA)), columns)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(DRIVER_THREADS, len(files)))) as pool:
+        return list(pool.map(rewrite, files))
+
+
+# Threads reading or rewriting files on the driver: pyarrow's Parquet reads and writes release Python's lock
+# (10M PEL rows in 100 files: 7.7 s in one thread, 4.5 s in two, 4.2 s in three on 2 cores).
+DRIVER_THREADS = min(4, os.cpu_count() or 1)
 
 
 def _write_file(folder: str, bucket: str, rows: pa.Table, columns: Sequence[str]) -> dict[str, Any]:

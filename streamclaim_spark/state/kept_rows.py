@@ -18,7 +18,8 @@ from pyspark.sql import SparkSession
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.partitions import APART_PREFIX
-from streamclaim_spark.state.driver_files import arrow_schema_of, in_schema, read_on_driver, readable_on_driver
+from streamclaim_spark.state.arrow_schema import arrow_schema_of, in_schema
+from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
 from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
 

@@ -20,7 +20,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
-from streamclaim_spark.state.driver_files import ARROW_SCHEMA
+from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
 
 Ranges = Mapping[str, tuple[StreamId, StreamId]]

@@ -24,7 +24,8 @@ class CountInputs:
     """What a commit tells about its groups' PEL changes beyond its row writes.
 
     ``uncounted``: group partitions whose PEL the plan changes by rows it does not count;
-    ``appended``: per group partition, the PEL rows its appends add per owner;
+    ``appended``: per group partition, the PEL rows its appends add (or rewrites move: negative for the
+    owners they leave) per owner;
     ``recounts``: per group partition whose counts were not kept, its stored PEL rows per owner
     (counted by the caller where the PEL is small enough to read on the driver)."""
 

@@ -60,9 +60,16 @@ class Rewrite:
     """Rows of one kind changed where they lie (a fleet recovery's claims to its recovery consumer), by
     rewriting the files of ``partitions`` that hold that kind (engine/file_commit.py): each column in
     ``assignments`` (name to a Column over the row as stored) takes its new value on the rows that meet
-    ``condition`` (a Column naming the partitions itself: the files also hold other partitions' rows)."""
+    ``condition`` (a Column naming the partitions itself: the files also hold other partitions' rows).
+
+    ``on_driver``, when given, is the same change over one file's rows as an Arrow table (every column
+    but the bucket, in the file's order), returning them all, changed where ``condition`` holds: the
+    files are then rewritten on the driver by pyarrow where the table allows it, each into one file
+    (``DeltaTransaction.rewrite_arrow``), where a Spark job wrote them 8x slower (docs/BENCHMARKS.md,
+    "A claim's rewrite on the driver"). The two must agree row for row; tests compare them."""
 
     kind: str
     partitions: tuple[str, ...]
     condition: Any
     assignments: Mapping[str, Any]
+    on_driver: Callable[[Any], Any] | None = None

@@ -7,7 +7,7 @@ rewrites. Nothing here touches Spark.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +50,9 @@ class Plan:
     # Group partitions whose PEL the plan changes by rows it does not count (frames, removals, rewrites,
     # an update, appends given without counts): their kept counts are left behind (engine/kept_counts.py).
     uncounted: set[str] = field(default_factory=set)
-    # Per group partition, the PEL rows the plan's appends add per owner (None: no owner).
-    appended_pending: dict[str, dict[str | None, int]] = field(default_factory=dict)
+    # Per group partition, how many PEL rows the plan's appends and rewrites add (or, negative, take)
+    # per owner (None: no owner), as their callers counted them.
+    counted_pending: dict[str, dict[str | None, int]] = field(default_factory=dict)
 
     def add(self, write: Write) -> None:
         self.writes.append(write)
@@ -81,13 +82,7 @@ class Plan:
         self.appends.append(rows)
         self.partitions.update(partitions)
         self.frame_partitions.update(partitions)
-        if pending_counts is None:
-            self.uncounted.update(partitions)
-            return
-        for partition, owners in pending_counts.items():
-            counted = self.appended_pending.setdefault(partition, {})
-            for owner, n in owners.items():
-                counted[owner] = counted.get(owner, 0) + n
+        self._count(partitions, pending_counts)
 
     def add_removal(self, removal: Removal) -> None:
         """Adds ``removal`` (committed by rewriting the files holding its rows)."""
@@ -96,12 +91,26 @@ class Plan:
         self.frame_partitions.update(removal.partitions)
         self.uncounted.update(removal.partitions)
 
-    def add_rewrite(self, rewrite: Rewrite) -> None:
-        """Adds ``rewrite`` (committed by rewriting the files holding its rows)."""
+    def add_rewrite(
+        self, rewrite: Rewrite, pending_counts: Mapping[str, Mapping[str | None, int]] | None = None
+    ) -> None:
+        """Adds ``rewrite`` (committed by rewriting the files holding its rows); ``pending_counts``: how
+        it moves PEL rows between owners per group partition (+n to the new owner, -n to each old one),
+        so that the groups' kept counts stay exact (without it they are left behind)."""
         self.rewrites.append(rewrite)
         self.partitions.update(rewrite.partitions)
         self.frame_partitions.update(rewrite.partitions)
-        self.uncounted.update(rewrite.partitions)
+        self._count(rewrite.partitions, pending_counts)
+
+    def _count(self, partitions: Iterable[str], pending_counts: Mapping[str, Mapping[str | None, int]] | None) -> None:
+        """Notes the caller's counts of a change to ``partitions``' PEL rows, or that they were not counted."""
+        if pending_counts is None:
+            self.uncounted.update(partitions)
+            return
+        for partition, owners in pending_counts.items():
+            counted = self.counted_pending.setdefault(partition, {})
+            for owner, n in owners.items():
+                counted[owner] = counted.get(owner, 0) + n
 
     def set_update(self, update: Any, *partitions: str) -> None:
         """Commits ``update`` (a ``transaction.InPlaceUpdate``) instead of a MERGE, over ``partitions``."""

@@ -120,7 +120,7 @@ def _commit_files(
     if writer is not None and txn.recorded_version(writer[0]) >= writer[1]:
         return None  # this writer's version is already in the table (a replayed streaming batch)
     only_writes = not (plan.appends or plan.removals or plan.rewrites)
-    counting = CountInputs(frozenset(plan.uncounted), plan.appended_pending)
+    counting = CountInputs(frozenset(plan.uncounted), plan.counted_pending)
     overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None, counting)
     if overlaid is None:
         return MERGE_INSTEAD
@@ -138,7 +138,7 @@ def _commit_files(
         added.extend(written)
     for rewrite in plan.rewrites:
         files = txn.files_in(FileQuery(tuple(rewrite.partitions), (rewrite.kind,)))
-        added.extend(txn.write(_rewritten(txn.read_files(files), rewrite)) if files else [])
+        added.extend(_rewrite(txn, rewrite, files) if files else [])
         rewritten.extend(files)
     if _changes_nothing(plan):
         return None  # the files written are referenced by no commit; VACUUM removes them
@@ -344,6 +344,22 @@ def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
         return F.when(inside, offset)
 
     return packed
+
+
+def _rewrite(txn: DeltaTransaction, rewrite: Rewrite, files: Sequence[Any]) -> list[Any]:
+    """The files written for ``rewrite`` of ``files``: on the driver when the rewrite has an Arrow form
+    and the files are few enough (``DRIVER_REWRITE_ROWS_MAX``), else by one Spark job."""
+    if rewrite.on_driver is not None and sum(row_count(file) for file in files) <= DRIVER_REWRITE_ROWS_MAX:
+        written = txn.rewrite_arrow(files, rewrite.on_driver)
+        if written is not None:
+            return written
+    return txn.write(_rewritten(txn.read_files(files), rewrite))
+
+
+# Most rows a rewrite rewrites on the driver. 10M PEL rows took 4.5 s there against 36 s for the Spark
+# job on this 2-core machine ("A claim's rewrite on the driver"); a cluster's executors share a large
+# rewrite's files, so past this the job writes them (the driver's time grows with the rows alone).
+DRIVER_REWRITE_ROWS_MAX = 20_000_000
 
 
 def _rewritten(rows: DataFrame, rewrite: Rewrite) -> DataFrame:

@@ -14,12 +14,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Rewrite
+from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
@@ -28,6 +31,7 @@ from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, r
 from streamclaim_spark.engine.transaction import InPlaceUpdate, rows_changed
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
+from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, counted_on_driver, driver_form
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.claims.selection import (
     NEW_OWNER,
@@ -42,6 +46,7 @@ from streamclaim_spark.fleet.claims.selection import (
 )
 from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.delta_txn import supports_transactions
+from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
 from streamclaim_spark.state.schema import in_partitions, kind_in
 
 if TYPE_CHECKING:
@@ -60,6 +65,9 @@ class InPlaceDecision:
     winners: dict[Pair, set[str]]
     missing_consumers: dict[Pair, set[str]]
     now: int
+    # Per group, the claimed rows per previous owner, where the count was taken on the driver
+    # (driver_claim.counted_on_driver): the commit then keeps the groups' pending counts exact.
+    previous_owners: dict[Pair, dict[str | None, int]] | None = None
 
     @property
     def purges(self) -> bool:
@@ -73,39 +81,61 @@ class InPlaceDecision:
 def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[str]) -> InPlaceDecision:
     """Counts the stale entries by group and new owner, and finds the new owners a group lacks.
 
-    Two queries: the count joins the stale rows' IDs with the streams' entry IDs only (whether each
-    entry lives; no fields are read), and one lookup of the owners' consumer rows.
+    On the driver where it can (driver_claim.counted_on_driver: per previous owner too), else by a
+    query that joins the stale rows' IDs with the streams' entry IDs only (whether each entry lives; no
+    fields are read); then one lookup of the owners' consumer rows.
     """
     groups = selected_groups(ctx, selection)
     if not groups:
         return InPlaceDecision({}, {}, {}, {}, ctx.now)
-    stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now))
-    counts, winners = claim_counts(
-        with_entry_exists(
-            ctx.snapshot,
-            stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, new_owner(owners).alias(NEW_OWNER)),
-            (g.key for g in groups),
-            CLAIM_LIVE,
+    by_partition = {group_partition(g.key, g.name): (g.key, g.name) for g in groups}
+    on_driver = counted_on_driver(ctx.snapshot, groups, selection, ctx.now) if driver_form(selection, owners) else None
+    previous: dict[Pair, dict[str | None, int]] | None = None
+    if on_driver is not None:  # one new owner, no deleted entry: every stale row is claimed by it
+        previous = {by_partition[part]: owned for part, owned in on_driver.items() if sum(owned.values())}
+        counts = {pair: (sum(owned.values()), 0) for pair, owned in previous.items()}
+        winners = {pair: {owners[0]} for pair in counts}
+    else:
+        stale = ctx.snapshot.frame().where(stale_condition(groups, selection, ctx.now))
+        counts, winners = claim_counts(
+            with_entry_exists(
+                ctx.snapshot,
+                stale.select(C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, new_owner(owners).alias(NEW_OWNER)),
+                (g.key for g in groups),
+                CLAIM_LIVE,
+            )
         )
-    )
     by_pair = {(g.key, g.name): g for g in groups}
     missing: dict[Pair, set[str]] = {}
     if winners:
-        existing = (
-            ctx.snapshot.frame()
-            .where(
-                kind_in([group_partition(*pair) for pair in winners], C.KIND_CONSUMER)
-                & F.col(C.CONSUMER).isin(sorted(set(owners)))
-            )
-            .select(C.STREAM, C.GROUP, C.CONSUMER)
-            .collect()
-        )
-        known = {(row[C.STREAM], row[C.GROUP], row[C.CONSUMER]) for row in existing}
+        known = _consumers_named(ctx, list(winners), sorted(set(owners)))
         for pair, names in winners.items():
             absent = {name for name in names if (*pair, name) not in known}
             if absent:
                 missing[pair] = absent
-    return InPlaceDecision(by_pair, counts, winners, missing, ctx.now)
+    return InPlaceDecision(by_pair, counts, winners, missing, ctx.now, previous)
+
+
+def _consumers_named(ctx: Context, pairs: Sequence[Pair], names: Sequence[str]) -> set[tuple[str, str, str]]:
+    """The (stream, group, consumer) of ``pairs``' consumers called one of ``names``: from the kept ``h``
+    files on the driver where it can (no Spark job), else by a query."""
+    partitions = [group_partition(*pair) for pair in pairs]
+    columns = (C.ROW_KIND, C.STREAM, C.GROUP, C.CONSUMER, C.PARTITION_ID)
+    stored = ctx.snapshot.stored_rows([FileQuery(tuple(partitions), (C.KIND_CONSUMER,))], columns, PREFETCH_ROWS_MAX)
+    if stored is not None:
+        rows = stored.filter(
+            pc.and_kleene(
+                pc.and_kleene(
+                    pc.equal(stored.column(C.ROW_KIND), C.KIND_CONSUMER),
+                    pc.is_in(stored.column(C.PARTITION_ID), value_set=pa.array(partitions, pa.string())),
+                ),
+                pc.is_in(stored.column(C.CONSUMER), value_set=pa.array(list(names), pa.string())),
+            )
+        ).to_pylist()
+    else:
+        named = kind_in(partitions, C.KIND_CONSUMER) & F.col(C.CONSUMER).isin(list(names))
+        rows = [row.asDict() for row in ctx.snapshot.frame().where(named).select(*columns).collect()]
+    return {(row[C.STREAM], row[C.GROUP], row[C.CONSUMER]) for row in rows}
 
 
 def _in_place_update(
@@ -242,21 +272,40 @@ def _claim_as_files(
             for name in sorted(decision.winners[pair]):
                 touch_consumer(ctx, *pair, name)
         groups = [decision.groups[pair] for pair in pairs]
+        steps = 0 if just_id else 1
         assignments = {
             C.OWNER: new_owner(owners),
-            C.DELIVERY_COUNT: F.col(C.DELIVERY_COUNT) + (0 if just_id else 1),
+            C.DELIVERY_COUNT: F.col(C.DELIVERY_COUNT) + steps,
             C.DELIVERY_TIME_MS: F.lit(decision.now).cast(LongType()),
             C.TXN: F.lit(ctx.txn),
         }
         partitions = tuple(group_partition(*pair) for pair in pairs)
         condition = stale_condition(groups, selection, decision.now)
-        ctx.plan.add_rewrite(Rewrite(C.KIND_PENDING, partitions, condition, assignments))
+        arrow = (
+            claimed_on_driver(partitions, selection, decision.now, owners[0], steps, ctx.txn)
+            if driver_form(selection, owners)
+            else None
+        )
+        rewrite = Rewrite(C.KIND_PENDING, partitions, condition, assignments, on_driver=arrow)
+        ctx.plan.add_rewrite(rewrite, _moved(decision, owners[0]) if decision.previous_owners is not None else None)
 
     runner.transact("CLAIM STALE", decide, policy=_ONE_ATTEMPT)
     decision = decided[0]
     if decision.purges or not decision.claimed_pairs:
         return decision, None, ""
     return decision, runner.last_commit_version, txn[0]
+
+
+def _moved(decision: InPlaceDecision, owner: str) -> dict[str, dict[str | None, int]]:
+    """Per claimed group partition, the PEL rows the claim moves: each previous owner's taken, all
+    given to ``owner`` (a row it owned already stays its own)."""
+    moved: dict[str, dict[str | None, int]] = {}
+    for pair in decision.claimed_pairs:
+        previous = (decision.previous_owners or {}).get(pair, {})
+        change = {name: -n for name, n in previous.items()}
+        change[owner] = change.get(owner, 0) + sum(previous.values())
+        moved[group_partition(*pair)] = change
+    return moved
 
 
 def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision) -> None:

@@ -112,14 +112,15 @@ def counted_on_driver(
 
 
 def claimed_on_driver(
-    partitions: Sequence[str], selection: StaleSelection, now: int, owner: str, steps: int, txn: str
+    claimed_rows: Callable[[pa.Table], pa.Array], now: int, owner: str, steps: int, txn: str
 ) -> Callable[[pa.Table], pa.Table]:
-    """The claim's rewrite of one file's rows in Arrow: on the stale rows (``stale_mask``) the new
-    ``owner``, ``steps`` more deliveries, delivery time ``now`` and the commit's ``txn``; the other
-    rows as they were (``Rewrite.on_driver``; the Spark form is ``in_place._claim_as_files``')."""
+    """A claim's rewrite of one file's rows in Arrow: on the rows ``claimed_rows`` marks (a mask such as
+    ``stale_mask``'s) the new ``owner``, ``steps`` more deliveries, delivery time ``now`` and the
+    commit's ``txn``; the other rows as they were (``Rewrite.on_driver``; the Spark forms are
+    ``in_place._claim_as_files``' and ``in_place_round.claim_rewrite``'s assignments)."""
 
     def claimed(rows: pa.Table) -> pa.Table:
-        mask = stale_mask(rows, partitions, selection, now)
+        mask = claimed_rows(rows)
         changed = {
             C.OWNER: pa.scalar(owner, pa.string()),
             C.DELIVERY_COUNT: pc.add(rows.column(C.DELIVERY_COUNT), pa.scalar(steps, pa.int64())),

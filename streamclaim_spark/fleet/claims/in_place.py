@@ -31,7 +31,7 @@ from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, r
 from streamclaim_spark.engine.transaction import InPlaceUpdate, rows_changed
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
-from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, counted_on_driver, driver_form
+from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, counted_on_driver, driver_form, stale_mask
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.claims.selection import (
     NEW_OWNER,
@@ -282,7 +282,13 @@ def _claim_as_files(
         partitions = tuple(group_partition(*pair) for pair in pairs)
         condition = stale_condition(groups, selection, decision.now)
         arrow = (
-            claimed_on_driver(partitions, selection, decision.now, owners[0], steps, ctx.txn)
+            claimed_on_driver(
+                lambda rows: stale_mask(rows, partitions, selection, decision.now),
+                decision.now,
+                owners[0],
+                steps,
+                ctx.txn,
+            )
             if driver_form(selection, owners)
             else None
         )

@@ -10,8 +10,11 @@ lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
@@ -22,8 +25,10 @@ from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition, shares_buckets
 from streamclaim_spark.engine.transaction import InPlaceUpdate
+from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, stale_mask
 from streamclaim_spark.fleet.claims.in_place import claim_assignments
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
+from streamclaim_spark.fleet.claims.selection import StaleSelection
 from streamclaim_spark.fleet.claims.staleness import is_stale
 from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, PURGE
 from streamclaim_spark.fleet.recovery.rules import GroupRules
@@ -101,7 +106,31 @@ def claim_rewrite(pairs: Sequence[Pair], rules: GroupRules, now: int, txn: str, 
         C.DELIVERY_TIME_MS: F.lit(now).cast(LongType()),
         C.TXN: F.lit(txn),
     }
-    return Rewrite(C.KIND_PENDING, partitions, condition, assignments)
+    on_driver = claimed_on_driver(_claimable_rows(rules, pairs, now), now, rules.options.consumer, 1, txn)
+    return Rewrite(C.KIND_PENDING, partitions, condition, assignments, on_driver=on_driver)
+
+
+def _claimable_rows(rules: GroupRules, pairs: Sequence[Pair], now: int) -> Callable[[pa.Table], pa.Array]:
+    """``_claimable`` over Arrow rows, each group by its rule: the rows of ``pairs`` it selects
+    (``driver_claim.stale_mask`` with the rule's idle time, backoff and, when it dead-letters, its
+    delivery bound)."""
+    selections = [
+        (
+            [group_partition(*pair) for pair in members],
+            StaleSelection(
+                min_idle_ms=rule.min_idle_ms,
+                max_deliveries=rule.max_deliveries if rule.dead_letter else None,
+                backoff=rule.backoff,
+            ),
+        )
+        for rule, members in rules.grouped(pairs)
+    ]
+
+    def claimable(rows: pa.Table) -> pa.Array:
+        masks = [stale_mask(rows, partitions, selection, now) for partitions, selection in selections]
+        return functools.reduce(pc.or_, masks)
+
+    return claimable
 
 
 def _claimable(rules: GroupRules, pairs: Sequence[Pair], now: int) -> Column:

@@ -62,8 +62,10 @@ def commit_import(
     files (driver_plan.py).
     """
     decided: list[RowsChanged | None] = [None]
+    read_version: list[int | None] = [None]
 
     def decide(ctx: Context) -> None:
+        read_version[0] = ctx.snapshot.version
         snapshot = ctx.snapshot
         keys = [copy.meta.key for copy in copies] + list(removed)
         snapshot.prefetch(*(Need(key) for key in keys))
@@ -81,7 +83,9 @@ def commit_import(
 
     runner.transact("IMPORT", decide)
     version = runner.last_commit_version
-    assert version is not None
+    if version is None:  # the store was level with Redis already: the version it was read at
+        assert read_version[0] is not None and decided[0] == RowsChanged(0, 0, 0)
+        return read_version[0], RowsChanged(0, 0, 0)
     rows = decided[0] or rows_changed(runner.session(), runner.state_path, version)
     return version, rows or RowsChanged(0, 0, 0)
 
@@ -143,6 +147,10 @@ def _decided_on_driver(
     on_driver = driver_changes(ctx, copies, stored, removed, staging)
     if on_driver is None:
         return None
+    if on_driver.empty and all(_heads_level(ctx, copy, stored[copy.meta.key]) for copy in copies):
+        # Nothing to write: no commit, as if the import ran at the version it read (a later writer's
+        # change comes after it). A commit only to bump the heads cost ~0.9 s of an unchanged re-run.
+        return RowsChanged(0, 0, 0)
     for copy in copies:
         _write_heads(ctx, copy, stored[copy.meta.key])
     add_to_plan(ctx, on_driver)
@@ -151,6 +159,22 @@ def _decided_on_driver(
     new_heads = sum(1 for key, group in heads if not _was_stored(stored[key], group))
     updated = on_driver.updated + len(heads) - new_heads
     return RowsChanged(on_driver.deleted, updated, on_driver.inserted + new_heads)
+
+
+def _heads_level(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> bool:
+    """True when the store's stream head and group heads already hold what ``copy`` read from Redis
+    (the same groups, each with the same cursor and entries-read)."""
+    if before is None or set(before.groups) != {group.name for group in copy.groups}:
+        return False
+    some_deleted = any(group.pel_count for group in copy.groups)
+    read = replace(copy.meta, version=before.version, some_deleted=some_deleted, groups=before.groups)
+    if read != before:
+        return False
+    for group in copy.groups:
+        stored = ctx.snapshot.group(copy.meta.key, group.name)
+        if stored is None or (stored.last_id, stored.entries_read) != (group.last_id, group.entries_read):
+            return False
+    return True
 
 
 def _was_stored(before: StreamMeta | None, group: str | None) -> bool:

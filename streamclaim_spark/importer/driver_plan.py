@@ -61,6 +61,12 @@ class DriverChanges:
     updated: int = 0
     deleted: int = 0
 
+    @property
+    def empty(self) -> bool:
+        """True when the import changes no entry, PEL or consumer row."""
+        rows = (self.entries, self.pending, self.removed_pending, self.removed_entries)
+        return all(table is None for table in rows) and not self.consumers
+
 
 def driver_changes(
     ctx: Context,

@@ -5,9 +5,10 @@ and the group head (``pending_count``), so that XPENDING's summary and XINFO rea
 the PEL. A count is exact only while the group head's ``counted_version`` equals its ``version``:
 every write to a group bumps the head's version (its guard), and only a commit that counts every PEL
 row it changes sets ``counted_version`` to the new version. A write that cannot count (a MERGE of
-frames, a removal by ID, a rewrite in place) leaves the counts behind, and readers count the PEL as
-before; the next counted commit on a group whose PEL is small recounts it (``recounts``) and makes the
-counts exact again. tests/spark/test_kept_counts.py compares them with a recount after a random mix.
+frames, a removal by ID, a rewrite given without its counts) leaves the counts behind, and readers
+count the PEL as before; the next counted commit on a group whose PEL is small recounts it
+(``recounts``) and makes the counts exact again. tests/spark/test_kept_counts.py compares them with
+a recount after a random mix.
 """
 
 from __future__ import annotations

@@ -47,8 +47,9 @@ class Plan:
     removals: list[Removal] = field(default_factory=list)
     # Rows changed where they lie (``Rewrite``), committed only as files (a classic session).
     rewrites: list[Rewrite] = field(default_factory=list)
-    # Group partitions whose PEL the plan changes by rows it does not count (frames, removals, rewrites,
-    # an update, appends given without counts): their kept counts are left behind (engine/kept_counts.py).
+    # Group partitions whose PEL the plan changes by rows it does not count (frames, removals, an
+    # update, rewrites and appends given without counts): their kept counts are left behind
+    # (core/count_rules.py).
     uncounted: set[str] = field(default_factory=set)
     # Per group partition, how many PEL rows the plan's appends and rewrites add (or, negative, take)
     # per owner (None: no owner), as their callers counted them.

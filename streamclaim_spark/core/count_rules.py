@@ -28,11 +28,14 @@ class CountInputs:
     ``appended``: per group partition, the PEL rows its appends add (or rewrites move: negative for the
     owners they leave) per owner;
     ``recounts``: per group partition whose counts were not kept, its stored PEL rows per owner
-    (counted by the caller where the PEL is small enough to read on the driver)."""
+    (counted by the caller where the PEL is small enough to read on the driver);
+    ``unread``: group partitions whose stored PEL must not be recounted (the commit removes rows of it
+    from files it drops unread, or rewrites): their counts stay kept only if they were."""
 
     uncounted: Set[str] = frozenset()
     appended: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)
     recounts: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)
+    unread: Set[str] = frozenset()
 
 
 def group_head_key(partition: str) -> Key:

@@ -24,10 +24,10 @@ class Removal:
     on the driver (core/named_ids.NamedIds, one partition): the files' rows are then matched with
     them there (engine/named_removal.py), and ``rows`` is built only for the files to rewrite. A
     commit of files sets ``removed`` to the number of rows that went, from the files' own row counts:
-    no query counts them first.
+    no query counts them first (and, for PEL rows matched on the driver, ``removed_owners``).
 
     ``named``, when known, is how many rows ``rows`` holds (duplicates and IDs that are not pending
-    included): up to ``file_commit.BROADCAST_NAMED_MAX`` of one partition are sent to the rewrite's tasks whole
+    included): up to ``file_removals.BROADCAST_NAMED_MAX`` of one partition are sent to the rewrite's tasks whole
     instead of shuffled with the files' rows. ``seq_range``, when known, is their smallest and largest
     sequence number: with ``low`` and ``high`` it bounds a box of IDs that, when small enough, packs
     each ID into one integer key, which Spark hashes faster than two columns.
@@ -48,6 +48,9 @@ class Removal:
     empties: Callable[[FileBounds], bool] | None = None
     written_at: int | None = None
     ids: NamedIds | None = None
+    # Set by a commit of files that found the removed PEL rows on the driver: how many each owner held
+    # (None: no owner), so that the groups' kept counts stay exact; None leaves them behind.
+    removed_owners: dict[str | None, int] | None = None
 
     @property
     def every_row(self) -> bool:

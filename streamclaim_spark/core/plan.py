@@ -90,7 +90,7 @@ class Plan:
         self.removals.append(removal)
         self.partitions.update(removal.partitions)
         self.frame_partitions.update(removal.partitions)
-        self.uncounted.update(removal.partitions)
+        # Counted, or left uncounted, by the commit of files that finds its rows (``removed_owners``).
 
     def add_rewrite(
         self, rewrite: Rewrite, pending_counts: Mapping[str, Mapping[str | None, int]] | None = None

@@ -24,25 +24,22 @@ Measured on 1M entries (docs/BENCHMARKS.md, "Appends as appends"): bulk append 1
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.count_rules import CountInputs
-from streamclaim_spark.core.file_changes import Removal, Rewrite
+from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.file_query import FileQuery
-from streamclaim_spark.core.ids import to_stored
 from streamclaim_spark.core.model import Write
-from streamclaim_spark.core.named_ids import box_width
 from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.core.plan import Plan
-from streamclaim_spark.engine.merge_source import source_frame_for_deletes, source_of
-from streamclaim_spark.engine.named_removal import ids_frame, kept_on_driver, taken_on_driver
+from streamclaim_spark.engine.file_removals import check_apart, removal_query, remove_rows
+from streamclaim_spark.engine.merge_source import source_of
 from streamclaim_spark.engine.written_rows import (
     DRIVER_ROWS_MAX,
     WRITE_ORDER,
@@ -59,12 +56,10 @@ from streamclaim_spark.state.commit_settings import (
     small_file_bytes,
 )
 from streamclaim_spark.state.delta_txn import (
-    FILE_PATH,
     TXN_APP_ID,
     TXN_VERSION,
     DeltaTransaction,
     active_session,
-    file_name,
     row_count,
     supports_transactions,
 )
@@ -120,22 +115,24 @@ def _commit_files(
     if writer is not None and txn.recorded_version(writer[0]) >= writer[1]:
         return None  # this writer's version is already in the table (a replayed streaming batch)
     only_writes = not (plan.appends or plan.removals or plan.rewrites)
-    counting = CountInputs(frozenset(plan.uncounted), plan.counted_pending)
+    if len(plan.rewrites) > 1 or (plan.rewrites and plan.removals):  # one file rewritten twice: one undoes the other
+        raise InvalidArgumentError("a plan rewrites rows of one Rewrite at most, and removes none besides")
+    rewritten: list[Any] = []
+    added: list[Any] = []
+    # Removals first: the PEL rows they find on the driver, by owner, go into the groups' kept counts.
+    removed_from = [txn.files_in(removal_query(removal)) for removal in plan.removals]
+    check_apart(removed_from)
+    for removal, files in zip(plan.removals, removed_from, strict=True):
+        gone, written = remove_rows(spark, txn, removal, files, rows_per_file)
+        rewritten.extend(gone)
+        added.extend(written)
+    counting = _count_inputs(plan)
     overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None, counting)
     if overlaid is None:
         return MERGE_INSTEAD
     if only_writes and not overlaid.replaced and overlaid.rows is None:
         return None  # every write leaves its row as it was (e.g. a claim of a row no longer idle)
-    added = _appended(txn, plan, overlaid.rows, rows_per_file)
-    rewritten: list[Any] = []
-    if len(plan.rewrites) > 1 or (plan.rewrites and plan.removals):  # one file rewritten twice: one undoes the other
-        raise InvalidArgumentError("a plan rewrites rows of one Rewrite at most, and removes none besides")
-    removed_from = [txn.files_in(_removal_query(removal)) for removal in plan.removals]
-    _check_apart(removed_from)
-    for removal, files in zip(plan.removals, removed_from, strict=True):
-        gone, written = _remove(spark, txn, removal, files, rows_per_file)
-        rewritten.extend(gone)
-        added.extend(written)
+    added[:0] = _appended(txn, plan, overlaid.rows, rows_per_file)
     for rewrite in plan.rewrites:
         files = txn.files_in(FileQuery(tuple(rewrite.partitions), (rewrite.kind,)))
         added.extend(_rewrite(txn, rewrite, files) if files else [])
@@ -155,6 +152,26 @@ def _commit_files(
         txn.mark_checked(added)  # or the next MERGE into these buckets pays the check skipped here
     record_commit(txn, table_path, version, change, below)
     return version
+
+
+def _count_inputs(plan: Plan) -> CountInputs:
+    """The plan's PEL changes beyond its writes: its own (appends, rewrites) and its removals' (per owner
+    where found on the driver, else their groups left uncounted)."""
+    uncounted = set(plan.uncounted)
+    changes = {partition: dict(owners) for partition, owners in plan.counted_pending.items()}
+    # A removal's group is not recounted: its stored PEL includes the files the removal drops, unread.
+    unread = {partition for removal in plan.removals for partition in removal.partitions}
+    for removal in plan.removals:
+        if removal.kind != C.KIND_PENDING:
+            continue
+        if removal.removed_owners is None:
+            uncounted.update(removal.partitions)
+            continue
+        (partition,) = removal.partitions
+        owners = changes.setdefault(partition, {})
+        for owner, n in removal.removed_owners.items():
+            owners[owner] = owners.get(owner, 0) - n
+    return CountInputs(frozenset(uncounted), changes, unread=frozenset(unread))
 
 
 def _appended(txn: DeltaTransaction, plan: Plan, overlaid: pa.Table | None, rows_per_file: int) -> list[Any]:
@@ -209,143 +226,6 @@ def table_rows(frame: DataFrame) -> DataFrame:
     return rows.withColumn(C.BUCKET, bucket_column(F.col(C.PARTITION_ID), F.col(C.ROW_KIND)))
 
 
-def _check_apart(removed_from: Sequence[Sequence[Any]]) -> None:
-    """Raises unless no file may hold rows of two removals (an import's entries and PEL rows lie in
-    different buckets): each removal rewrites its files from the snapshot, so a file two rewrote would
-    keep only one's change."""
-    seen: set[str] = set()
-    for files in removed_from:
-        paths = {str(file.path()) for file in files}
-        if paths & seen:
-            raise InvalidArgumentError("a plan's removals must lie in different files: give one Removal per bucket")
-        seen |= paths
-
-
-def _remove(
-    spark: SparkSession, txn: DeltaTransaction, removal: Removal, files: Sequence[Any], rows_per_file: int
-) -> tuple[list[Any], list[Any]]:
-    """The ``files`` (those that may hold its rows) ``removal`` removes rows from, and the files written
-    in place of those it takes only some rows of; sets ``removal.removed``, the removed files' rows less
-    the rows written back."""
-    emptied = _emptied(txn, removal, files)
-    unread = [file for file in files if str(file.path()) not in emptied]
-    on_driver = taken_on_driver(spark, txn, unread, removal)
-    if on_driver is not None:
-        taken = on_driver.counts()
-    else:
-        by_spark = _with_held_ids_as_rows(spark, removal)  # the removal as Spark's joins take it
-        taken = _rows_taken(txn, unread, by_spark)
-    # Files holding none of the rows stay; files the removal takes whole go unrewritten.
-    partly = [file for file in unread if 0 < taken.get(file_name(str(file.path())), 0) < row_count(file)]
-    written: list[Any] = []
-    kept = kept_on_driver(spark, txn, partly, removal) if partly and on_driver is not None else None
-    if kept is not None:  # rewritten on the driver, bucket by bucket in stored order
-        written = txn.write_arrow(as_state_rows(kept), rows_per_file)
-    elif partly:
-        if on_driver is not None:  # only the IDs found in the files to rewrite go to Spark's join
-            names = [file_name(str(file.path())) for file in partly]
-            rows = on_driver.rows(spark, removal.partitions[0], names)
-            by_spark = replace(removal, rows=rows, ids=None, named=sum(taken[name] for name in names))
-        written = txn.write(_without(txn.read_files(partly), by_spark))
-    gone = [file for file in files if str(file.path()) in emptied or taken.get(file_name(str(file.path())))]
-    removal.removed = sum(row_count(file) for file in gone) - sum(row_count(file) for file in written)
-    return gone, written
-
-
-def _with_held_ids_as_rows(spark: SparkSession, removal: Removal) -> Removal:
-    """``removal`` with the IDs it holds on the driver as its ``rows``, for Spark's join (itself when it
-    holds none there)."""
-    if removal.ids is None:
-        return removal
-    rows = ids_frame(spark, removal.partitions[0], removal.ids.ms, removal.ids.seq)
-    return replace(removal, rows=rows, ids=None)
-
-
-def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> set[str]:
-    """The paths of ``files`` the removal takes every row of, by its ``empties`` test: dropped unread.
-    Only files the commit of ``removal.written_at`` added qualify (their statistics are in its log
-    entry), with no deletion vector now (a file's rows never change under its name otherwise)."""
-    if removal.empties is None or removal.written_at is None or not files:
-        return set()
-    written = txn.added_at(removal.written_at)
-    return {
-        path
-        for file in files
-        if file.deletionVector() is None
-        and (bounds := written.get(path := str(file.path()))) is not None
-        and removal.empties(bounds)
-    }
-
-
-def _removal_query(removal: Removal) -> FileQuery:
-    """The files ``removal``'s rows may lie in: its buckets, its partitions and its IDs' range."""
-    kinds = (removal.kind,)
-    return FileQuery(removal.partitions, kinds, removal.low, removal.high, every_partition_named=True)
-
-
-# Up to this many named IDs of one partition are hashed once and sent to the rewrite's tasks (a
-# broadcast anti join on the two ID columns, ~40 MB of driver memory per million): the files' rows are
-# then read and written in one stage, with no shuffle. 1M IDs of a bulk XACK: the rewrite 1.85-2.6 s
-# -> 1.2-1.5 s warm (docs/BENCHMARKS.md, "A bulk acknowledgement without a shuffle"). More, or IDs of
-# several partitions, are joined by a shuffle of both sides, as before.
-BROADCAST_NAMED_MAX = 1_500_000
-
-
-def _rows_taken(txn: DeltaTransaction, files: Sequence[Any], removal: Removal) -> dict[str, int]:
-    """How many rows ``removal`` takes from each of ``files``, by file name (files it takes none of are
-    absent): one read of the files' key columns, so that only files holding some rows are rewritten,
-    and files it takes whole are dropped without a rewrite (a bulk XACK of a whole PEL writes nothing)."""
-    if not files:
-        return {}
-    counts = _matching(txn.read_files(files, with_path=True), removal, "left_semi").groupBy(FILE_PATH).count()
-    return {file_name(path): int(count) for path, count in counts.collect()}
-
-
-def _without(rows: DataFrame, removal: Removal) -> DataFrame:
-    """``rows`` (whole files) less the rows ``removal`` removes; rows of other partitions stay."""
-    return _matching(rows, removal, "left_anti").select(*COLUMN_NAMES)
-
-
-def _matching(rows: DataFrame, removal: Removal, how: str) -> DataFrame:
-    """``rows`` that ``removal`` removes (``how`` = left_semi) or keeps (left_anti), with all their columns."""
-    if removal.every_row:
-        doomed = F.col(C.PARTITION_ID).isin(*removal.partitions) & (F.col(C.ROW_KIND) == removal.kind)
-        return rows.where(doomed if how == "left_semi" else ~doomed)
-    if len(removal.partitions) == 1 and removal.named is not None and removal.named <= BROADCAST_NAMED_MAX:
-        mine = (F.col(C.PARTITION_ID) == F.lit(removal.partitions[0])) & (F.col(C.ROW_KIND) == F.lit(removal.kind))
-        packed = _packed_id(removal)
-        if packed is not None:
-            named = F.broadcast(removal.rows.select(packed(C.ID_MS, C.ID_SEQ).alias("_named")))
-            return rows.join(named, mine & (packed(C.ID_MS, C.ID_SEQ) == F.col("_named")), how)
-        named = F.broadcast(removal.rows.select(F.col(C.ID_MS).alias("_ms"), F.col(C.ID_SEQ).alias("_seq")))
-        return rows.join(named, mine & (F.col(C.ID_MS) == F.col("_ms")) & (F.col(C.ID_SEQ) == F.col("_seq")), how)
-    keys = removal.rows.select(C.PARTITION_ID, F.lit(removal.kind).alias(C.ROW_KIND), C.ID_MS, C.ID_SEQ)
-    return rows.join(keys, [C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ], how)
-
-
-def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
-    """A function of the two stored ID columns giving each ID inside the removal's box (its ID range's
-    milliseconds by its sequence numbers) one bigint, and null outside it (no named ID lies there), or
-    None when the box holds too many IDs to number. Spark hashes one bigint key faster than two
-    columns: 1M named IDs, the counting pass 1.4-1.7 -> 1.2-1.5 s, in a second run 1.05-1.15 -> 0.8 s
-    (docs/BENCHMARKS.md, "The files holding the IDs")."""
-    if removal.low is None or removal.high is None or removal.seq_range is None:
-        return None
-    width = box_width(removal.low, removal.high, removal.seq_range)
-    if width is None:
-        return None
-    seq_low, seq_high = removal.seq_range
-    ms_low, ms_high = to_stored(removal.low.ms), to_stored(removal.high.ms)
-    stored_seq_low, stored_seq_high = to_stored(seq_low), to_stored(seq_high)
-
-    def packed(ms: str, seq: str) -> Column:
-        inside = F.col(ms).between(ms_low, ms_high) & F.col(seq).between(stored_seq_low, stored_seq_high)
-        offset = (F.col(ms) - F.lit(ms_low)) * F.lit(width) + (F.col(seq) - F.lit(stored_seq_low))
-        return F.when(inside, offset)
-
-    return packed
-
-
 def _rewrite(txn: DeltaTransaction, rewrite: Rewrite, files: Sequence[Any]) -> list[Any]:
     """The files written for ``rewrite`` of ``files``: on the driver when the rewrite has an Arrow form
     and the files are few enough (``DRIVER_REWRITE_ROWS_MAX``), else by one Spark job."""
@@ -374,11 +254,3 @@ def _rewritten(rows: DataFrame, rewrite: Rewrite) -> DataFrame:
             for name in COLUMN_NAMES
         )
     )
-
-
-def removal_deletes(removal: Removal) -> DataFrame:
-    """``removal`` as MERGE source rows that delete its rows (a plan that commits as a MERGE)."""
-    if removal.every_row or removal.ids is not None:
-        raise InvalidArgumentError("a removal of every row, or of IDs held on the driver, commits only as files")
-    keys = removal.rows.select(C.PARTITION_ID, F.lit(removal.kind).alias(C.ROW_KIND), C.ID_MS, C.ID_SEQ)
-    return source_frame_for_deletes(keys)

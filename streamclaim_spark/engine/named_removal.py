@@ -43,6 +43,8 @@ class Taken:
     (files it takes nothing from are absent)."""
 
     found: dict[str, tuple[np.ndarray, np.ndarray]]
+    # For a removal of PEL rows, how many of the rows taken each owner held (None: XNACKed, no owner).
+    owners: dict[str | None, int] | None = None
 
     def counts(self) -> dict[str, int]:
         """How many rows the removal takes from each file, by file name."""
@@ -64,7 +66,10 @@ def taken_on_driver(spark: SparkSession, txn: DeltaTransaction, files: Sequence[
     if ids is None or len(removal.partitions) != 1 or not readable_on_driver(spark, files) or ids.width is None:
         return None
     partition, found = removal.partitions[0], {}
-    for file, table in zip(files, read_on_driver(spark, txn.path, files, _KEY_COLUMNS), strict=True):
+    pending = removal.kind == C.KIND_PENDING
+    owners: dict[str | None, int] = {}
+    columns = (*_KEY_COLUMNS, C.OWNER) if pending else _KEY_COLUMNS
+    for file, table in zip(files, read_on_driver(spark, txn.path, files, columns), strict=True):
         if C.ID_MS not in table.column_names:
             continue  # a file of heads only: no ID to match
         of_kind = pc.equal(table.column(C.ROW_KIND), removal.kind)
@@ -75,7 +80,15 @@ def taken_on_driver(spark: SparkSession, txn: DeltaTransaction, files: Sequence[
         assert hit is not None  # the box was checked above
         if hit.any():
             found[file_name(str(file.path()))] = (ms[hit], seq[hit])
-    return Taken(found)
+            if pending:
+                _count_owners(owners, rows.column(C.OWNER).filter(pa.array(hit)))
+    return Taken(found, owners if pending else None)
+
+
+def _count_owners(owners: dict[str | None, int], column: pa.ChunkedArray | pa.Array) -> None:
+    """Adds each value's count in ``column`` to ``owners``."""
+    for counted in pc.value_counts(column).to_pylist():
+        owners[counted["values"]] = owners.get(counted["values"], 0) + counted["counts"]
 
 
 def kept_on_driver(

@@ -34,8 +34,8 @@ from streamclaim_spark.engine.file_commit import (
     MergeInstead,
     commit_files,
     commits_as_files,
-    removal_deletes,
 )
+from streamclaim_spark.engine.file_removals import removal_deletes
 from streamclaim_spark.engine.merge_source import (
     CLAIM_CUTOFF,
     CLAIM_FORCE,

@@ -100,7 +100,9 @@ def rewrite_written_rows(
     group_rows, group_located = _group_rows(groups, groups_touched)
     recount = [
         p
-        for p in sorted(groups_touched - set(counting.uncounted))  # an uncounted change makes a recount moot
+        for p in sorted(
+            groups_touched - set(counting.uncounted) - set(counting.unread)
+        )  # an uncounted change makes a recount moot
         if needs_recount(p, group_rows.get(p, {}), changes)
     ]
     recounts = _recounts(spark, txn, recount) if recount else {}

@@ -101,3 +101,15 @@ def test_appended_rows_count_as_given_and_counts_not_kept_wait_for_a_recount() -
         CountInputs(recounts={PARTITION: {"alice": 2}}),
     )
     assert {key[4]: row[C.PENDING_COUNT] for key, row in recounted.items()} == {None: 2, "alice": 2, "bob": 0}
+
+
+def test_rows_moved_or_removed_as_their_caller_counted_them_keep_the_counts() -> None:
+    # A batched claim of both of alice's entries to bob, counted on the driver; then a bulk XACK of one.
+    moved = CountInputs(appended={PARTITION: {"alice": -2, "bob": 2}})
+    assert counts_after({HEAD: head(5, 2, 4)}, moved) == {"head": (2, 5), "alice": (0, None), "bob": (2, None)}
+    removed = CountInputs(appended={PARTITION: {"alice": -1}})
+    assert counts_after({HEAD: head(5, 2, 4)}, removed) == {"head": (1, 5), "alice": (1, None)}
+    # More taken from an owner than it held: the caller's count cannot be right, so nothing is kept.
+    assert counts_after({HEAD: head(5, 2, 4)}, CountInputs(appended={PARTITION: {"alice": -3}})) == {
+        "head": (None, None)
+    }

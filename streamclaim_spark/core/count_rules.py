@@ -68,9 +68,13 @@ def counted_rows(
     partitions the commit writes rows of, appends to or changes uncounted; ``stored`` holds the
     committed rows of ``changes``' keys; ``group_rows`` the committed head and consumer rows of each of
     ``partitions``."""
+    by_partition: dict[str, dict[Key, Row | None]] = {}
+    for key, row in changes.items():  # once: a fleet's commit writes 10,000 groups' rows
+        by_partition.setdefault(key[0], {})[key] = row
     counted: dict[Key, Row] = {}
     for partition in sorted(partitions):
-        counted.update(_counted_group(partition, stored, changes, group_rows.get(partition, {}), inputs))
+        own = by_partition.get(partition, {})
+        counted.update(_counted_group(partition, stored, own, group_rows.get(partition, {}), inputs))
     return counted
 
 

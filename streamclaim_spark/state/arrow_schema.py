@@ -1,4 +1,4 @@
-"""The state table's columns as Arrow types, and tables brought to them.
+"""The state table's columns as Arrow types, a data file's columns read, and tables brought to them.
 
 The driver reads and writes the state table's Parquet files by pyarrow (driver_files.py,
 driver_writes.py); both bring what a file holds to the table's schema here, so a file that predates
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from streamclaim_spark.core import constants as C
@@ -38,3 +39,12 @@ def in_schema(table: pa.Table, schema: pa.Schema = ARROW_SCHEMA) -> pa.Table:
 
 # The columns a data file stores: the bucket is the Delta partition, kept in the file's folder name.
 DATA_SCHEMA = pa.schema([field for field in ARROW_SCHEMA if field.name != C.BUCKET])
+
+
+def read_columns(local: str, columns: Sequence[str] | None) -> pa.Table:
+    """A local Parquet file's ``columns`` that it has (all when None), as stored."""
+    parquet = pq.ParquetFile(local)
+    if columns is None:
+        return parquet.read()
+    present = set(parquet.schema_arrow.names)
+    return parquet.read(columns=[name for name in columns if name in present])

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.state.arrow_schema import read_columns
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.delta_txn import data_file_path
 
@@ -72,18 +72,9 @@ def each_on_driver(
             local = f"{local_folder}/{position}.parquet"
             file_system = path.getFileSystem(hadoop_conf)
             file_system.copyToLocalFile(False, path, jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
-            results[position] = consume(_read(local, wanted))
+            results[position] = consume(read_columns(local, wanted))
             os.remove(local)
         with ThreadPoolExecutor(max_workers=max(1, min(threads, len(local_files)))) as pool:
-            consumed = pool.map(lambda item: consume(_read(item[1], wanted)), local_files)
+            consumed = pool.map(lambda item: consume(read_columns(item[1], wanted)), local_files)
             results.update(zip((position for position, _ in local_files), consumed, strict=True))
     return [results[position] for position in range(len(files))]
-
-
-def _read(local: str, columns: list[str] | None) -> pa.Table:
-    """A local Parquet file's ``columns`` that it has (all when None)."""
-    parquet = pq.ParquetFile(local)
-    if columns is None:
-        return parquet.read()
-    present = set(parquet.schema_arrow.names)
-    return parquet.read(columns=[name for name in columns if name in present])

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import STATS_STRING_PREFIX
-from streamclaim_spark.state.arrow_schema import DATA_SCHEMA, in_schema
+from streamclaim_spark.state.arrow_schema import DATA_SCHEMA, in_schema, read_columns
 
 # The table's statistics columns: files written here need them named (Delta's default, the first 32
 # columns of any type, has rules of its own for nested and binary ones).
@@ -87,10 +87,8 @@ def rewrite_files(
 
     def rewrite(file: tuple[str, str]) -> dict[str, Any]:
         local, bucket = file
-        parquet = pq.ParquetFile(local)
-        stored = set(parquet.schema_arrow.names)
-        rows = parquet.read(columns=[name for name in DATA_SCHEMA.names if name in stored])
-        return _write_file(folder, bucket, transform(in_schema(rows, DATA_SCHEMA)), columns)
+        rows = in_schema(read_columns(local, DATA_SCHEMA.names), DATA_SCHEMA)
+        return _write_file(folder, bucket, transform(rows), columns)
 
     with ThreadPoolExecutor(max_workers=max(1, min(DRIVER_THREADS, len(files)))) as pool:
         return list(pool.map(rewrite, files))

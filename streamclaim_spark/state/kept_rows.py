@@ -9,7 +9,8 @@ as ``FileQuery`` chooses them. The caller filters the rows: a file holds other p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +20,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.partitions import APART_PREFIX
 from streamclaim_spark.state.arrow_schema import arrow_schema_of, in_schema
-from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
+from streamclaim_spark.state.driver_files import each_on_driver, read_on_driver, readable_on_driver
 from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
 
@@ -27,6 +28,8 @@ from streamclaim_spark.state.logged_table import kept_files_at
 # for: a delivery's entries after its cursors, a check that no pending row lies past one); past it, a
 # Spark query decides.
 DECISION_ROWS_MAX = 1_000_000
+
+T = TypeVar("T")
 
 
 def kept_rows_at(
@@ -41,6 +44,25 @@ def kept_rows_at(
     ``version``, in one table. None where Spark must read them: the files are not kept for ``version``
     (Spark Connect, time travel: ``kept_files_at``), one has a deletion vector, or (with ``max_rows``)
     they hold more rows, or a file's count is unknown."""
+    tables = each_kept_file(spark, table_path, version, queries, columns, lambda table: table, max_rows)
+    if tables is None:
+        return None
+    return pa.concat_tables(tables) if tables else arrow_schema_of(columns).empty_table()
+
+
+def each_kept_file(
+    spark: SparkSession,
+    table_path: str,
+    version: int | None,
+    queries: Sequence[FileQuery],
+    columns: Sequence[str],
+    consume: Callable[[pa.Table], T],
+    max_rows: int | None = None,
+    threads: int = 1,
+) -> list[T] | None:
+    """``consume`` of ``columns`` (the state table's types) of each file one of ``queries`` may hold at
+    ``version``, one file at a time per thread (``driver_files.each_on_driver``); None where
+    ``kept_rows_at`` would be."""
     files = kept_files_at(spark, table_path, version, queries)
     if files is None:
         return None
@@ -48,7 +70,13 @@ def kept_rows_at(
         any(file.bounds is None for file in files) or sum(file.bounds.rows for file in files if file.bounds) > max_rows
     ):
         return None
-    return columns_of(spark, table_path, files, columns)
+    jvm = spark._jvm
+    assert jvm is not None
+    adds = [file.add_file(jvm) for file in files]
+    if not readable_on_driver(spark, adds):
+        return None
+    schema = arrow_schema_of(columns)
+    return each_on_driver(spark, table_path, adds, columns, lambda table: consume(in_schema(table, schema)), threads)
 
 
 def every_head_at(spark: SparkSession, table_path: str, version: int | None, columns: Sequence[str]) -> pa.Table | None:

@@ -22,9 +22,8 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.fleet.claims.selection import StaleSelection
-from streamclaim_spark.state.driver_files import each_on_driver, readable_on_driver
 from streamclaim_spark.state.driver_writes import DRIVER_THREADS
-from streamclaim_spark.state.logged_table import kept_files_at
+from streamclaim_spark.state.kept_rows import each_kept_file
 from streamclaim_spark.state.snapshot import Snapshot
 
 # The columns the count reads: the mask's and the previous owner.
@@ -82,18 +81,6 @@ def counted_on_driver(
     ):
         return None
     partitions = [group_partition(group.key, group.name) for group in groups]
-    files = kept_files_at(
-        snapshot.spark, snapshot.table_path, snapshot.version, [FileQuery(tuple(partitions), (C.KIND_PENDING,))]
-    )
-    if files is None or any(file.bounds is None for file in files):
-        return None
-    if sum(file.bounds.rows for file in files if file.bounds) > COUNT_ROWS_MAX:
-        return None
-    jvm = snapshot.spark._jvm
-    assert jvm is not None
-    adds = [file.add_file(jvm) for file in files]
-    if not readable_on_driver(snapshot.spark, adds):
-        return None
 
     def owners_of_stale(rows: pa.Table) -> list[dict[str, Any]]:
         stale = rows.filter(stale_mask(rows, partitions, selection, now))
@@ -101,10 +88,15 @@ def counted_on_driver(
         counted: list[dict[str, Any]] = by_owner.to_pylist()
         return counted
 
+    queries = [FileQuery(tuple(partitions), (C.KIND_PENDING,))]
+    per_file = each_kept_file(
+        snapshot.spark, snapshot.table_path, snapshot.version, queries, _COUNTED, owners_of_stale,
+        COUNT_ROWS_MAX, DRIVER_THREADS,
+    )  # fmt: skip
+    if per_file is None:
+        return None
     counts: OwnerCounts = {}
-    for counted in each_on_driver(
-        snapshot.spark, snapshot.table_path, adds, _COUNTED, owners_of_stale, threads=DRIVER_THREADS
-    ):
+    for counted in per_file:
         for row in counted:
             owners = counts.setdefault(row[C.PARTITION_ID], {})
             owners[row[C.OWNER]] = owners.get(row[C.OWNER], 0) + row["count_all"]

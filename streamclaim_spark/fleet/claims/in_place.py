@@ -48,6 +48,7 @@ from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
 from streamclaim_spark.state.schema import in_partitions, kind_in
+from streamclaim_spark.state.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -108,7 +109,7 @@ def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[st
     by_pair = {(g.key, g.name): g for g in groups}
     missing: dict[Pair, set[str]] = {}
     if winners:
-        known = _consumers_named(ctx, list(winners), sorted(set(owners)))
+        known = consumers_named(ctx.snapshot, list(winners), sorted(set(owners)))
         for pair, names in winners.items():
             absent = {name for name in names if (*pair, name) not in known}
             if absent:
@@ -116,12 +117,12 @@ def decide_in_place(ctx: Context, selection: StaleSelection, owners: Sequence[st
     return InPlaceDecision(by_pair, counts, winners, missing, ctx.now, previous)
 
 
-def _consumers_named(ctx: Context, pairs: Sequence[Pair], names: Sequence[str]) -> set[tuple[str, str, str]]:
+def consumers_named(snapshot: Snapshot, pairs: Sequence[Pair], names: Sequence[str]) -> set[tuple[str, str, str]]:
     """The (stream, group, consumer) of ``pairs``' consumers called one of ``names``: from the kept ``h``
     files on the driver where it can (no Spark job), else by a query."""
     partitions = [group_partition(*pair) for pair in pairs]
     columns = (C.ROW_KIND, C.STREAM, C.GROUP, C.CONSUMER, C.PARTITION_ID)
-    stored = ctx.snapshot.stored_rows([FileQuery(tuple(partitions), (C.KIND_CONSUMER,))], columns, PREFETCH_ROWS_MAX)
+    stored = snapshot.stored_rows([FileQuery(tuple(partitions), (C.KIND_CONSUMER,))], columns, PREFETCH_ROWS_MAX)
     if stored is not None:
         rows = stored.filter(
             pc.and_kleene(
@@ -134,7 +135,7 @@ def _consumers_named(ctx: Context, pairs: Sequence[Pair], names: Sequence[str]) 
         ).to_pylist()
     else:
         named = kind_in(partitions, C.KIND_CONSUMER) & F.col(C.CONSUMER).isin(list(names))
-        rows = [row.asDict() for row in ctx.snapshot.frame().where(named).select(*columns).collect()]
+        rows = [row.asDict() for row in snapshot.frame().where(named).select(*columns).collect()]
     return {(row[C.STREAM], row[C.GROUP], row[C.CONSUMER]) for row in rows}
 
 

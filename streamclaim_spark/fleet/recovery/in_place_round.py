@@ -26,7 +26,7 @@ from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition, shares_buckets
 from streamclaim_spark.engine.transaction import InPlaceUpdate
 from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, stale_mask
-from streamclaim_spark.fleet.claims.in_place import claim_assignments
+from streamclaim_spark.fleet.claims.in_place import claim_assignments, consumers_named
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair
 from streamclaim_spark.fleet.claims.selection import StaleSelection
 from streamclaim_spark.fleet.claims.staleness import is_stale
@@ -50,19 +50,9 @@ def claims_only(rules: GroupRules, tallies: Mapping[Pair, GroupTally], changed: 
 
 
 def missing_consumers(snapshot: Snapshot, changed: Sequence[Pair], consumer: str) -> list[Pair]:
-    """The groups among ``changed`` that have no consumer named ``consumer`` yet (one query)."""
-    rows = (
-        snapshot.frame()
-        .where(
-            in_partitions([group_partition(*pair) for pair in changed])
-            & (F.col(C.ROW_KIND) == C.KIND_CONSUMER)
-            & (F.col(C.CONSUMER) == consumer)
-        )
-        .select(C.STREAM, C.GROUP)
-        .collect()
-    )
-    present = {(row[C.STREAM], row[C.GROUP]) for row in rows}
-    return [pair for pair in changed if pair not in present]
+    """The groups among ``changed`` that have no consumer named ``consumer`` yet (``in_place.consumers_named``)."""
+    present = consumers_named(snapshot, changed, [consumer])
+    return [pair for pair in changed if (*pair, consumer) not in present]
 
 
 def claim_update(heads: Mapping[Pair, GroupMeta], rules: GroupRules, now: int, txn: str) -> InPlaceUpdate:

@@ -166,9 +166,7 @@ def _heads_level(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> b
     (the same groups, each with the same cursor and entries-read)."""
     if before is None or set(before.groups) != {group.name for group in copy.groups}:
         return False
-    some_deleted = any(group.pel_count for group in copy.groups)
-    read = replace(copy.meta, version=before.version, some_deleted=some_deleted, groups=before.groups)
-    if read != before:
+    if replace(_stream_head(copy, before), groups=before.groups) != before:
         return False
     for group in copy.groups:
         stored = ctx.snapshot.group(copy.meta.key, group.name)
@@ -184,11 +182,7 @@ def _was_stored(before: StreamMeta | None, group: str | None) -> bool:
 
 def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> None:
     key = copy.meta.key
-    # Redis' PEL may name entries Redis deleted, and nothing Redis reports says for sure whether it does
-    # (XSETID can reset its counters): a copied PEL marks the stream; the store's own PEL rows are replaced.
-    some_deleted = any(group.pel_count for group in copy.groups)
-    head = replace(copy.meta, version=before.version if before else -1, some_deleted=some_deleted)
-    put_stream_head(ctx, before, head)
+    put_stream_head(ctx, before, _stream_head(copy, before))
     for group in copy.groups:
         stored = ctx.snapshot.group(key, group.name) if before is not None and group.name in before.groups else None
         after = GroupMeta(key, group.name, group.last_id, group.entries_read, stored.version if stored else -1)
@@ -198,6 +192,14 @@ def _write_heads(ctx: Context, copy: StreamCopy, before: StreamMeta | None) -> N
     if before is not None:
         for name in set(before.groups) - {group.name for group in copy.groups}:
             _delete_group_head(ctx, key, name)
+
+
+def _stream_head(copy: StreamCopy, before: StreamMeta | None) -> StreamMeta:
+    """The stream head the import writes for ``copy`` over the stored one, ``before``."""
+    # Redis' PEL may name entries Redis deleted, and nothing Redis reports says for sure whether it does
+    # (XSETID can reset its counters): a copied PEL marks the stream; the store's own PEL rows are replaced.
+    some_deleted = any(group.pel_count for group in copy.groups)
+    return replace(copy.meta, version=before.version if before else -1, some_deleted=some_deleted)
 
 
 def _delete_heads(ctx: Context, meta: StreamMeta) -> None:

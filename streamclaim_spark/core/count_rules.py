@@ -29,8 +29,8 @@ class CountInputs:
     owners they leave) per owner;
     ``recounts``: per group partition whose counts were not kept, its stored PEL rows per owner
     (counted by the caller where the PEL is small enough to read on the driver);
-    ``unread``: group partitions whose stored PEL must not be recounted (the commit removes rows of it
-    from files it drops unread, or rewrites): their counts stay kept only if they were."""
+    ``unread``: group partitions whose stored PEL must not be recounted (the commit removes rows of it,
+    perhaps from files it drops unread): their counts stay kept only if they were."""
 
     uncounted: Set[str] = frozenset()
     appended: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)

@@ -98,13 +98,9 @@ def rewrite_written_rows(
     if not changes:
         return NOTHING_WRITTEN
     group_rows, group_located = _group_rows(groups, groups_touched)
-    recount = [
-        p
-        for p in sorted(
-            groups_touched - set(counting.uncounted) - set(counting.unread)
-        )  # an uncounted change makes a recount moot
-        if needs_recount(p, group_rows.get(p, {}), changes)
-    ]
+    # An uncounted change makes a recount moot; a removal's PEL is not reread (its dropped files stay unread).
+    recountable = groups_touched - set(counting.uncounted) - set(counting.unread)
+    recount = [p for p in sorted(recountable) if needs_recount(p, group_rows.get(p, {}), changes)]
     recounts = _recounts(spark, txn, recount) if recount else {}
     counted = counted_rows(groups_touched, stored, changes, group_rows, replace(counting, recounts=recounts))
     changes.update(counted)

@@ -20,7 +20,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.partitions import APART_PREFIX
 from streamclaim_spark.state.arrow_schema import arrow_schema_of, in_schema
-from streamclaim_spark.state.driver_files import each_on_driver, read_on_driver, readable_on_driver
+from streamclaim_spark.state.driver_files import each_on_driver, readable_on_driver
 from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
 
@@ -70,13 +70,7 @@ def each_kept_file(
         any(file.bounds is None for file in files) or sum(file.bounds.rows for file in files if file.bounds) > max_rows
     ):
         return None
-    jvm = spark._jvm
-    assert jvm is not None
-    adds = [file.add_file(jvm) for file in files]
-    if not readable_on_driver(spark, adds):
-        return None
-    schema = arrow_schema_of(columns)
-    return each_on_driver(spark, table_path, adds, columns, lambda table: consume(in_schema(table, schema)), threads)
+    return _each_file(spark, table_path, files, columns, consume, threads)
 
 
 def every_head_at(spark: SparkSession, table_path: str, version: int | None, columns: Sequence[str]) -> pa.Table | None:
@@ -100,11 +94,26 @@ def columns_of(
 ) -> pa.Table | None:
     """``columns`` of every row of ``files`` (kept files, ``kept_files_at``) in one table of the state
     table's types; None when a file has a deletion vector."""
+    tables = _each_file(spark, table_path, files, columns, lambda table: table)
+    if tables is None:
+        return None
+    return pa.concat_tables(tables) if tables else arrow_schema_of(columns).empty_table()
+
+
+def _each_file(
+    spark: SparkSession,
+    table_path: str,
+    files: Sequence[LoggedFile],
+    columns: Sequence[str],
+    consume: Callable[[pa.Table], T],
+    threads: int = 1,
+) -> list[T] | None:
+    """``consume`` of ``columns`` of each of ``files`` (kept files) in the state table's types; None when
+    a file has a deletion vector."""
     jvm = spark._jvm
     assert jvm is not None
     adds = [file.add_file(jvm) for file in files]
     if not readable_on_driver(spark, adds):
         return None
     schema = arrow_schema_of(columns)
-    tables = [in_schema(table, schema) for table in read_on_driver(spark, table_path, adds, columns)]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
+    return each_on_driver(spark, table_path, adds, columns, lambda table: consume(in_schema(table, schema)), threads)

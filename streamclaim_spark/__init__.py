@@ -43,6 +43,7 @@ from streamclaim_spark.errors import (
     StoreChangedError,
     StoreLayoutError,
     StreamclaimError,
+    TransactionExpiredError,
     UnsafeObjectStoreError,
 )
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
@@ -83,6 +84,7 @@ __all__ = [
     "StreamId",
     "StreamStore",
     "StreamclaimError",
+    "TransactionExpiredError",
     "UnsafeObjectStoreError",
     "build_session",
 ]

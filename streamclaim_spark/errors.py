@@ -153,6 +153,12 @@ class StaleSnapshotError(StreamclaimError, RuntimeError):
     which the command re-runs on a fresh snapshot (``conflicts.is_lost_race``)."""
 
 
+class TransactionExpiredError(StaleSnapshotError):
+    """A transaction stayed open longer than ``retention.MAX_TRANSACTION_MS`` and refused to commit: the
+    command re-runs on a fresh snapshot, as after a lost race, so that no commit ever names files
+    maintenance may have removed (docs/DESIGN.md, "What maintenance may remove")."""
+
+
 class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):
     """Raised when a command lost its commit race more often than the retry policy allows."""
 

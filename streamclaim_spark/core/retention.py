@@ -21,15 +21,24 @@ DAY_MS = 86_400_000
 DELTA_FILE_RETENTION_MS = 7 * DAY_MS
 DELTA_LOG_RETENTION_MS = 30 * DAY_MS
 # The least a store that is being written may keep: a writer reads a version, then commits on it, and a
-# file a later commit replaced must outlive that writer's transaction (a fleet recovery round of 10,000
-# groups holds one for ~30 s; docs/BENCHMARKS.md).
+# file a later commit replaced should outlive that writer's reads (a fleet recovery round of 10,000 groups
+# holds one for ~30 s). A reader that outlives it fails and re-runs; it cannot lose a row, since the
+# history retention only ever removes files a commit replaced (docs/DESIGN.md, "What maintenance may remove").
 MIN_RETENTION_MS = 60_000
+HOUR_MS = 3_600_000
+# Files that no version references (a transaction's own files before it commits, or those of one that
+# never did) are removed only once they are this old, whatever the history retention: far beyond
+# MAX_TRANSACTION_MS, so no transaction the store allows can still be about to commit them. Whole
+# hours: Delta's VACUUM RETAIN takes hours.
+ORPHAN_RETENTION_MS = DAY_MS
+# The longest a transaction of the store may stay open: one older refuses to commit and re-runs.
+MAX_TRANSACTION_MS = HOUR_MS
 
 _UNIT_MS = {
     "millisecond": 1,
     "second": 1_000,
     "minute": 60_000,
-    "hour": 3_600_000,
+    "hour": HOUR_MS,
     "day": DAY_MS,
     "week": 7 * DAY_MS,
 }
@@ -70,7 +79,7 @@ def check_retention(retention_ms: int, setting: str) -> None:
 
 def describe_ms(duration_ms: int) -> str:
     """``duration_ms`` in the largest unit that divides it: ``7d``, ``90s``, ``1500ms``."""
-    for unit, size in (("d", DAY_MS), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+    for unit, size in (("d", DAY_MS), ("h", HOUR_MS), ("m", 60_000), ("s", 1_000)):
         if duration_ms and duration_ms % size == 0:
             return f"{duration_ms // size}{unit}"
     return f"{duration_ms}ms"

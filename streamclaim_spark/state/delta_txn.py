@@ -28,6 +28,8 @@ from pyspark.sql.types import StructType
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.retention import MAX_TRANSACTION_MS
+from streamclaim_spark.errors import TransactionExpiredError
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.driver_writes import rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
@@ -65,7 +67,9 @@ class DeltaTransaction:
     plus the removal of files read, as one Delta WRITE). Nothing is visible
     until ``commit``; a transaction that is never committed leaves only unreferenced files, which VACUUM
     removes. A concurrent commit that changed what was read makes ``commit`` raise Delta's conflict
-    exception (``conflicts.is_lost_race`` recognises it).
+    exception (``conflicts.is_lost_race`` recognises it). One open longer than ``MAX_TRANSACTION_MS``
+    refuses to commit (``TransactionExpiredError``, a lost race too): maintenance removes files no
+    version references once they are far older than that (docs/DESIGN.md, "What maintenance may remove").
     """
 
     def __init__(self, spark: SparkSession, path: str) -> None:
@@ -76,6 +80,7 @@ class DeltaTransaction:
         self._jvm = jvm
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
         self._txn = delta_log.startTransaction()
+        self.started_ms = int(time.time() * 1000)  # before any file of it is written
         self._logged: list[LoggedFile] | None = None
         self._written = (0, 0, 0)  # files, rows and bytes written on the driver, for the commit's metrics
 
@@ -263,7 +268,16 @@ class DeltaTransaction:
     def commit(self, added: Iterable[Any], removed_files: Iterable[Any], writer: tuple[str, int] | None = None) -> int:
         """Commits the ``added`` actions and the removal of ``removed_files`` (``AddFile``s read through
         ``files_in``) as one Delta WRITE; returns its version. The user metadata is the session's.
-        ``writer`` (app ID, version) is recorded in the commit, as Delta's idempotent writes record it."""
+        ``writer`` (app ID, version) is recorded in the commit, as Delta's idempotent writes record it.
+        Raises ``TransactionExpiredError``, committing nothing, once the transaction is too old (the class)."""
+        for hook in _BEFORE_COMMIT:
+            hook(self)
+        age_ms = int(time.time() * 1000) - self.started_ms
+        if age_ms > MAX_TRANSACTION_MS:
+            raise TransactionExpiredError(
+                f"a transaction on {self._path} stayed open {age_ms} ms, longer than the {MAX_TRANSACTION_MS} ms "
+                "a commit may take: it commits nothing and re-runs"
+            )
         actions = [*added, *(file.remove() for file in removed_files)]
         if writer is not None:
             app_id, version = writer
@@ -298,6 +312,22 @@ class DeltaTransaction:
 
     def _seq(self, items: Iterable[Any]) -> Any:
         return scala_seq(self._jvm, items)
+
+
+# Called with each transaction just before it commits, in the committing thread: a seam for tests that
+# hold a transaction open between its writes and its commit (streamclaim_spark.testing.commit_gate).
+# Empty outside such a test.
+_BEFORE_COMMIT: list[Callable[[DeltaTransaction], None]] = []
+
+
+@contextlib.contextmanager
+def before_commit(hook: Callable[[DeltaTransaction], None]) -> Iterator[None]:
+    """Runs ``hook`` before every ``DeltaTransaction.commit`` of the process while the block runs."""
+    _BEFORE_COMMIT.append(hook)
+    try:
+        yield
+    finally:
+        _BEFORE_COMMIT.remove(hook)
 
 
 # Delta's idempotent-write settings: a commit made with them records (app ID, version), and a writer

@@ -4,7 +4,9 @@ A run sets the history retention when it is given (each table's file and log ret
 if that retention would strand a streaming query (readers.py), then, table by table, compacts, vacuums
 and trims the log (upkeep.py), measuring each table's folder before and after (disk.py). It is safe
 while the server, recovery jobs and streaming queries write: compaction retries or skips its lost races,
-and vacuum removes only files no version within the retention references.
+vacuum removes a replaced file only past the retention and a file no commit named only past a day, so
+no transaction still open can lose the files it wrote (upkeep.py; docs/DESIGN.md, "What maintenance may
+remove").
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from streamclaim_spark.fleet.maintenance.readers import (
     stranded_readers,
     streaming_readers,
 )
-from streamclaim_spark.fleet.maintenance.upkeep import Compaction, clean_log, compact, set_retention, vacuum
+from streamclaim_spark.fleet.maintenance.upkeep import (
+    Compaction,
+    Vacuum,
+    clean_log,
+    compact,
+    set_retention,
+    vacuum,
+)
 from streamclaim_spark.state.delta_io import is_delta_table, latest_version, table_properties
 from streamclaim_spark.state.tables import table_path
 
@@ -62,6 +71,7 @@ class TableReport:
     retention_set: bool
     compaction: Compaction
     log_cleaned: bool
+    swept: Vacuum  # the orphans among ``vacuumed``, and whether LITE's mark was reset
 
     @property
     def commits(self) -> int:
@@ -71,7 +81,11 @@ class TableReport:
         return {
             "before": self.before.to_json(),
             "after": self.after.to_json(),
-            "removed": {"data": self.vacuumed.to_json(), "log": self.log_removed.to_json()},
+            "removed": {
+                "data": self.vacuumed.to_json(),
+                "log": self.log_removed.to_json(),
+                "orphan_files": self.swept.orphans_removed,
+            },
             "compaction": self.compaction.to_json(),
             "retention_set": self.retention_set,
             "log_cleaned": self.log_cleaned,
@@ -147,7 +161,7 @@ def maintain(
         before = table_listing(spark, path)
         retention_set = retain_ms is not None and set_retention(spark, path, retain_ms)
         compaction = compact(spark, path, rows_per_file)
-        vacuum(spark, path)
+        swept = vacuum(spark, path, int(clock() * 1000))
         log_cleaned = clean_log(spark, path, _log_retention_ms(spark, path), int(clock() * 1000))
         after = table_listing(spark, path)
         report = TableReport(
@@ -159,6 +173,7 @@ def maintain(
             retention_set,
             compaction,
             log_cleaned,
+            swept,
         )
         reports.append(report)
         log.info(

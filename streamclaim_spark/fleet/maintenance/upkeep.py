@@ -7,9 +7,14 @@
   at the store's rows per file; full capped files, ID-ordered by the bulk writers, are never touched. A
   compaction that loses a race with a writer is tried again on the new version, then skipped: it never
   makes a writer fail for long (a writer that loses to it re-runs, as after any lost race).
-- **Vacuum** removes data files no version within the table's file retention references, without
-  VACUUM's own log entries (two commits per run on local, S3 and Azure file systems: a store that needs
-  nothing would grow its log at every run); the summary is the record.
+- **Vacuum** removes the data files a commit replaced once the table's file retention has passed
+  since (Delta's VACUUM LITE: the files the log's removals name, never a file no commit named), and
+  files no version references at all — a transaction's files before it commits, those of one that died
+  or lost its race — only once they are ``ORPHAN_RETENTION_MS`` old, far past the longest a transaction
+  may stay open (``MAX_TRANSACTION_MS``): so a commit never names a file maintenance removed, whatever
+  the retention (docs/DESIGN.md, "What maintenance may remove"). Neither writes VACUUM's own log
+  entries (two commits per run on local, S3 and Azure file systems: a store that needs nothing would
+  grow its log at every run); the summary is the record.
 - **The log** loses commit and checkpoint files older than the log retention, up to the newest
   checkpoint that is older (Delta's own cleanup, asked to cut at the minute instead of the day it
   otherwise rounds down to). It needs the driver's JVM: on Spark Connect Delta's cleanup runs only after
@@ -19,14 +24,24 @@
 from __future__ import annotations
 
 import contextlib
+import math
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.retention import RETENTION_PROPERTIES, delta_interval, interval_ms
+from streamclaim_spark.core.retention import (
+    HOUR_MS,
+    ORPHAN_RETENTION_MS,
+    RETENTION_PROPERTIES,
+    delta_interval,
+    file_retention_ms,
+    interval_ms,
+)
 from streamclaim_spark.state.commit_settings import USER_METADATA, small_file_bytes
 from streamclaim_spark.state.conflicts import is_lost_race
 from streamclaim_spark.state.delta_io import (
@@ -153,10 +168,84 @@ def crowded_buckets(spark: SparkSession, path: str, small: int) -> list[str | No
     return sorted((row["bucket"] for row in counts), key=lambda bucket: bucket or "")
 
 
-def vacuum(spark: SparkSession, path: str) -> None:
-    """Removes the data files no version within the table's file retention needs (see the module)."""
+@dataclass(frozen=True)
+class Vacuum:
+    """What one vacuum removed besides the replaced files (those the folder's listing counts)."""
+
+    orphans_removed: int = 0
+    lite_repaired: bool = False  # Delta's LITE bookkeeping was behind the log (see ``vacuum``)
+
+
+def vacuum(spark: SparkSession, path: str, now_ms: int | None = None) -> Vacuum:
+    """Removes the replaced files past the table's retention and the orphans past ``ORPHAN_RETENTION_MS``
+    (see the module).
+
+    LITE refuses (DELTA_CANNOT_VACUUM_LITE) when commits were cut from the log since its last run, or
+    before its first, so their removals are out of its reach: its mark is then set to the log's first
+    commit, and the files those cut commits replaced wait for the orphan sweep, which judges them by age.
+    On Spark Connect, out of reach of the JVM, a full VACUUM keeping ``ORPHAN_RETENTION_MS`` does both.
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     with settings(spark, {"spark.databricks.delta.vacuum.logging.enabled": "false"}):
-        spark.sql(f"VACUUM {quoted_path(path)}").collect()
+        if is_connect(spark):
+            return _full_vacuum(spark, path)
+        repaired = False
+        try:
+            spark.sql(f"VACUUM {quoted_path(path)} LITE").collect()
+        except Exception as error:
+            if "DELTA_CANNOT_VACUUM_LITE" not in str(error):
+                raise
+            _restart_lite_at_log_start(spark, path)
+            repaired = True
+        return Vacuum(_sweep_orphans(spark, path, now_ms), repaired)
+
+
+def _full_vacuum(spark: SparkSession, path: str) -> Vacuum:
+    """A full VACUUM that keeps every file younger than ``ORPHAN_RETENTION_MS`` or the table's retention,
+    whichever is longer (whole hours, as RETAIN takes them): on Spark Connect, the one safe way."""
+    keep_ms = max(ORPHAN_RETENTION_MS, file_retention_ms(table_properties(spark, path)))
+    hours = math.ceil(keep_ms / HOUR_MS)
+    # Delta ignores RETAIN unless this is off, and would vacuum at the table's (short) retention instead.
+    with settings(spark, {"spark.databricks.delta.vacuum.retentionWindowIgnore.enabled": "false"}):
+        spark.sql(f"VACUUM {quoted_path(path)} RETAIN {hours} HOURS").collect()
+    return Vacuum()
+
+
+def _restart_lite_at_log_start(spark: SparkSession, path: str) -> None:
+    """Records the log's first commit as the point LITE has vacuumed to, so its next run reads the log
+    from there instead of refusing for ever (Delta's own mark, ``_delta_log/_last_vacuum_info``)."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    delta = jvm.org.apache.spark.sql.delta
+    log = delta_log(spark, path)
+    first = delta.DeltaHistoryManager.getEarliestDeltaFile(log)
+    since = jvm.scala.Option.apply(jvm.java.lang.Long.valueOf(int(first)))
+    last_vacuum_info = getattr(getattr(delta.commands, "LastVacuumInfo$"), "MODULE$")
+    last_vacuum_info.persistLastVacuumInfo(delta.commands.LastVacuumInfo(since), log)
+
+
+def _sweep_orphans(spark: SparkSession, path: str, now_ms: int) -> int:
+    """Deletes the files a full VACUUM would (no version within the retention names them) that are older
+    than ``ORPHAN_RETENTION_MS`` by their own modification time; returns how many. VACUUM only lists
+    them (DRY RUN: it records nothing, so LITE's mark stays), and each one's age is read again before it
+    goes: the rule holds whatever retention VACUUM listed them by."""
+    listed = [row[0] for row in spark.sql(f"VACUUM {quoted_path(path)} DRY RUN").collect()]
+    if not listed:
+        return 0
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+    removed = 0
+    for name in listed:
+        file = jvm.org.apache.hadoop.fs.Path(name)
+        fs = file.getFileSystem(hadoop_conf)
+        try:
+            status = fs.getFileStatus(file)
+        except Py4JJavaError:
+            continue  # gone meanwhile
+        if status.isFile() and status.getModificationTime() < now_ms - ORPHAN_RETENTION_MS and fs.delete(file, False):
+            removed += 1
+    return removed
 
 
 def clean_log(spark: SparkSession, path: str, retention_ms: int, now_ms: int) -> bool:

@@ -1,0 +1,136 @@
+"""Maintenance beside a transaction still open (docs/DESIGN.md, "What maintenance may remove").
+
+A command is held at its commit, its files written, while ``streamclaim-maintain --retain 1m`` runs:
+the files are aged past the minute by their modification time (what VACUUM judges a file by) instead of
+the test waiting for it. Nothing the held command wrote may go, and the store reads whole afterwards. A
+transaction open past ``MAX_TRANSACTION_MS`` refuses its commit and re-runs; orphans old enough go.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from streamclaim_spark import StreamStore
+from streamclaim_spark.cli.maintain import EXIT_OK, run_job
+from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
+from streamclaim_spark.core.retention import MAX_TRANSACTION_MS, ORPHAN_RETENTION_MS
+from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
+
+pytestmark = pytest.mark.spark
+
+MINUTE_MS = 60_000
+
+
+def data_files(table: str) -> list[Path]:
+    return [path for path in Path(table).rglob("*.parquet") if "_delta_log" not in path.parts]
+
+
+def age(paths: list[Path], by_ms: int) -> None:
+    """Sets the files' modification time ``by_ms`` into the past."""
+    then = time.time() - by_ms / 1000
+    for path in paths:
+        os.utime(path, (then, then))
+
+
+def run_maintenance(store: StreamStore, spark: SparkSession, retain_ms: int) -> int:
+    config = AppConfig(
+        store=StoreConfig(path=store.path, history_retention_ms=retain_ms),
+        spark=SparkConfig(),
+        recover_stale=RecoveryOptions(),
+    )
+    return run_job(config, spark, ignore_readers=True)
+
+
+def in_thread(work: Any) -> tuple[threading.Thread, list[Any]]:
+    """Runs ``work`` in a thread; its result (or the exception it raised) lands in the list."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except BaseException as error:  # the test asserts on it
+            out.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def filled(store: StreamStore) -> None:
+    store.execute("XGROUP", "CREATE", "orders", "billing", "$", "MKSTREAM")
+    for n in range(1, 5):
+        store.execute("XADD", "orders", f"{n}-0", "n", str(n))
+    store.execute("XREADGROUP", "GROUP", "billing", "alice", "COUNT", "2", "STREAMS", "orders", ">")
+
+
+def test_a_command_held_at_its_commit_past_a_one_minute_retention_loses_nothing_to_maintenance(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    filled(store)
+    assert run_maintenance(store, spark, MINUTE_MS) == EXIT_OK  # the tables keep a minute of history from now on
+    state = store.state_path
+    before = set(data_files(state))
+    with commit_gate(CommitGate(1, release_when_all_arrive=False)) as gate:
+        thread, reply = in_thread(
+            lambda: store.execute("XREADGROUP", "GROUP", "billing", "bob", "COUNT", "2", "STREAMS", "orders", ">")
+        )
+        gate.wait_held()
+        written = set(data_files(state)) - before
+        assert written  # the held command's files are on disk, named by no commit yet
+        age(data_files(state), 2 * MINUTE_MS)  # every file, the held ones too, older than the retention
+        assert run_maintenance(store, spark, MINUTE_MS) == EXIT_OK
+        assert all(path.exists() for path in written)
+        gate.release()
+        thread.join()
+    assert reply == [[["orders", [["3-0", ["n", "3"]], ["4-0", ["n", "4"]]]]]]
+    assert store.execute("XRANGE", "orders", "-", "+") == [[f"{n}-0", ["n", str(n)]] for n in range(1, 5)]
+    pending = store.execute("XPENDING", "orders", "billing", "-", "+", "10")
+    assert [(row[0], row[1], row[3]) for row in pending] == [
+        ("1-0", "alice", 1),
+        ("2-0", "alice", 1),
+        ("3-0", "bob", 1),
+        ("4-0", "bob", 1),
+    ]
+    assert store.execute("XPENDING", "orders", "billing")[0] == 4
+    # Every file the newest version names is on disk: a full read of the table succeeds.
+    assert spark.read.format("delta").load(state).count() > 0
+
+
+def test_a_transaction_open_longer_than_allowed_refuses_its_commit_and_re_runs(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    filled(store)
+
+    def acknowledge() -> tuple[Any, int]:
+        return store.execute("XACK", "orders", "billing", "1-0", "2-0"), store.runner.last_attempts
+
+    with commit_gate(CommitGate(1, release_when_all_arrive=False)) as gate:
+        thread, out = in_thread(acknowledge)
+        [held] = gate.wait_held()
+        held.started_ms -= MAX_TRANSACTION_MS + 1  # as if it had stayed open past the bound
+        gate.release()
+        thread.join()
+    assert out == [(2, 2)]  # acknowledged, on the second attempt
+    assert store.execute("XPENDING", "orders", "billing") == [0, None, None, None]
+
+
+def test_maintenance_removes_an_orphan_only_once_it_is_older_than_a_day(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    filled(store)
+    state = store.state_path
+    bucket = data_files(state)[0].parent
+    young, old = bucket / "part-orphan-young.parquet", bucket / "part-orphan-old.parquet"
+    for orphan in (young, old):  # what a transaction that died after writing leaves
+        orphan.write_bytes(b"not referenced by any commit")
+    age([young], ORPHAN_RETENTION_MS - 10 * MINUTE_MS)
+    age([old], ORPHAN_RETENTION_MS + MINUTE_MS)
+    assert run_maintenance(store, spark, MINUTE_MS) == EXIT_OK
+    assert young.exists() and not old.exists()

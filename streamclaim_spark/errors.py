@@ -135,6 +135,11 @@ class RedriveFailedError(StreamclaimError, RuntimeError):
         self.report = report
 
 
+class RedriveAdoptedError(StreamclaimError, RuntimeError):
+    """A redrive run found, before its put-back committed, that another run had adopted its letters (it was
+    taken for gone): it commits nothing and stops; the adopting run puts the entries back, once."""
+
+
 class ConfigError(StreamclaimError, ValueError):
     """Raised when the configuration cannot be read or a key holds a value the job cannot use."""
 

@@ -19,9 +19,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from chispa import assert_df_equality
@@ -33,8 +37,13 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions, RedriveOptions
 from streamclaim_spark.core.model import NACK_SLOTS_PER_MS, NACK_ZONE_BASE
 from streamclaim_spark.fleet.recovery import recover_stale
+from streamclaim_spark.fleet.redrive import heartbeat as heartbeat_module
+from streamclaim_spark.fleet.redrive import letters as letters_module
+from streamclaim_spark.fleet.redrive import put_back as put_back_module
 from streamclaim_spark.fleet.redrive import run as redrive_run
+from streamclaim_spark.fleet.redrive.heartbeat import GONE_AFTER_MS, HEARTBEAT_DIR
 from streamclaim_spark.fleet.redrive.letters import ADOPT_AFTER_MS
+from streamclaim_spark.fleet.redrive.report import RedriveReport
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.tables import table_path
 from tests.clock import ManualClock
@@ -274,9 +283,10 @@ store.redrive(RedriveOptions(streams=("orders",)), run_id="killed")
     assert pending(store).count() == 3
     assert {row[3:6] for row in letter_marks(store) if row[0] == "orders"} == {("killed", utc(T_REDRIVE), None)}
 
-    # A run within ADOPT_AFTER_MS of the take leaves the letters alone (the taker may still be running).
+    # A run while the killed run's heartbeat is fresh leaves the letters alone (the taker may be running).
     early = store.redrive(RedriveOptions(streams=("orders",)), run_id="early")
     assert (early.adopted, early.groups) == (0, {})
+    age(heartbeat_file(store, "killed"), GONE_AFTER_MS + 1_000)  # no renewal for over a minute: gone
     store.clock.now = T_REDRIVE + ADOPT_AFTER_MS  # type: ignore[attr-defined]
     report = store.redrive(RedriveOptions(streams=("orders",)), run_id="again")
 
@@ -286,3 +296,117 @@ store.redrive(RedriveOptions(streams=("orders",)), run_id="killed")
     assert pending(store).count() == 3
     done = ("killed", utc(T_REDRIVE), utc(T_REDRIVE + ADOPT_AFTER_MS))
     assert {row[3:6] for row in letter_marks(store) if row[0] == "orders"} == {done}
+    assert not heartbeat_file(store, "killed").exists()  # the adopter removed what the killed run left
+
+
+def heartbeat_file(store: StreamStore, run_id: str) -> Path:
+    return Path(store.path) / HEARTBEAT_DIR / run_id
+
+
+def age(path: Path, by_ms: int) -> None:
+    then = time.time() - by_ms / 1000
+    os.utime(path, (then, then))
+
+
+def in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """Runs ``work`` in a thread; what it returned or raised lands in the list."""
+    out: list[object] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except Exception as error:  # the test asserts on it
+            out.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def paused_in(
+    thread_of: list[threading.Thread], real: Callable[..., object]
+) -> tuple[Callable[..., object], threading.Event, threading.Event, list[int]]:
+    """``real`` that, in the thread ``thread_of`` names, stops on its first call until resumed."""
+    paused, resume, calls = threading.Event(), threading.Event(), [0]
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        if thread_of and threading.current_thread() is thread_of[0]:
+            calls[0] += 1
+            if calls[0] == 1:
+                paused.set()
+                assert resume.wait(300)
+        return real(*args, **kwargs)
+
+    return wrapper, paused, resume, calls
+
+
+def each_entry_back_once(store: StreamStore, redriven_by: str) -> None:
+    """e0 and e2 pending once each, e1 (deleted) re-added once, and each letter redriven by one run."""
+    ids = sorted(row["id"] for row in pending(store).where(f"{C.STREAM} = 'orders'").collect())
+    assert ids == [ORDERS[0], ORDERS[2]]
+    re_added = store.execute("XRANGE", "orders-redriven", "-", "+")
+    assert [entry[1][-2:] for entry in re_added] == [["redriven_from_id", ORDERS[1]]]
+    marks = [row for row in letter_marks(store) if row[0] == "orders"]
+    assert {(row[3], row[5] is not None) for row in marks} == {(redriven_by, True)}  # one redrive each
+
+
+def test_a_run_taken_for_gone_while_paused_inside_its_put_back_loses_it_to_the_adopter_and_commits_nothing(
+    spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.execute("XDEL", "orders", ORDERS[1]) == 1  # e1 comes back as a new entry of orders-redriven
+    options = RedriveOptions(streams=("orders",), to_stream="orders-redriven")
+    slow: list[threading.Thread] = []
+    # Paused after its snapshot and its check that it holds its letters, before its commit.
+    plan, paused, resume, _ = paused_in(slow, put_back_module._plan)
+    monkeypatch.setattr(put_back_module, "_plan", plan)
+    attempts: list[int] = []
+    real_classify = put_back_module._classify
+
+    def counted_classify(*args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread() is slow[0]:
+            attempts.append(1)
+        return real_classify(*args, **kwargs)
+
+    monkeypatch.setattr(put_back_module, "_classify", counted_classify)
+    monkeypatch.setattr(heartbeat_module, "RENEW_SECONDS", 3_600.0)  # the paused process renews no more
+    thread, out = in_thread(lambda: store.redrive(options, run_id="slow"))
+    slow.append(thread)
+    assert paused.wait(300)
+    age(heartbeat_file(store, "slow"), GONE_AFTER_MS + 1_000)
+
+    adopter = store.redrive(options, run_id="adopter")
+    resume.set()
+    thread.join()
+
+    assert (adopter.adopted_runs, adopter.adopted) == (("slow",), 3)
+    assert (adopter.totals["redriven"], adopter.totals["re_added"]) == (2, 1)
+    [lost] = out
+    assert isinstance(lost, RedriveFailedError) and lost.report.status == "adopted"
+    assert len(attempts) == 2  # its first attempt lost its commit; the re-run found the letters gone
+    each_entry_back_once(store, "adopter")
+
+
+def test_a_run_taken_for_gone_while_paused_between_its_put_back_and_its_mark_is_marked_in_its_name_once(
+    spark: SparkSession, store: StreamStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert store.execute("XDEL", "orders", ORDERS[1]) == 1
+    options = RedriveOptions(streams=("orders",), to_stream="orders-redriven")
+    slow: list[threading.Thread] = []
+    mark, paused, resume, _ = paused_in(slow, letters_module.mark)
+    monkeypatch.setattr(redrive_run, "mark", mark)
+    monkeypatch.setattr(heartbeat_module, "RENEW_SECONDS", 3_600.0)
+    thread, out = in_thread(lambda: store.redrive(options, run_id="slow"))
+    slow.append(thread)
+    assert paused.wait(300)
+    age(heartbeat_file(store, "slow"), GONE_AFTER_MS + 1_000)
+
+    adopter = store.redrive(options, run_id="adopter")
+    resume.set()
+    thread.join()
+
+    # The slow run's put-back had landed: the adopter only marks its letters, by the rows it wrote.
+    assert (adopter.adopted_runs, adopter.adopted, adopter.groups) == (("slow",), 3, {})
+    [finished] = out
+    assert isinstance(finished, RedriveReport) and finished.status == "succeeded"
+    assert (finished.totals["redriven"], finished.totals["re_added"]) == (2, 1)
+    each_entry_back_once(store, "slow")

@@ -12,6 +12,7 @@ table's history, whether their put-back had landed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -27,8 +28,8 @@ from streamclaim_spark.state.delta_io import committing, merge_into
 TAKEN_BY = "redrive_run_id"
 TAKEN_AT = "redrive_taken_at"
 REDRIVEN_AT = "redriven_at"
-# A run's taken letters are adopted by another run this long after it took them, unless it was recorded
-# as failed (then at once): a live run takes, puts back and marks well within it.
+# A run without a heartbeat (heartbeat.py) has its taken letters adopted this long after it took them,
+# unless it was recorded as failed (then at once): a live run takes, puts back and marks well within it.
 ADOPT_AFTER_MS = 10 * 60_000
 ENTRY_KEY = [C.STREAM, C.GROUP, "id"]
 # Columns of a chosen entry: its key, the payload and count of its newest letter, and its age for the order.
@@ -122,18 +123,26 @@ def newest_letters(letters: DataFrame) -> DataFrame:
 
 
 def adoptable(
-    letters: DataFrame, failed: list[str], pairs: list[Pair], session: SparkSession, now_ms: int
+    letters: DataFrame,
+    failed: list[str],
+    pairs: list[Pair],
+    session: SparkSession,
+    now_ms: int,
+    gone: Callable[[str], bool | None],
 ) -> dict[str, int]:
-    """The runs that took letters of the groups and stopped before marking them, with when they took them
-    (Unix ms): a run recorded as failed, or one that took them more than ADOPT_AFTER_MS ago (a run takes,
-    puts back and marks within seconds to minutes; one killed leaves no record)."""
+    """The runs that took letters of the groups and are gone before marking them, with when they took
+    them (Unix ms): a run recorded as failed, one whose heartbeat stopped (``gone`` True: heartbeat.py),
+    or one without a heartbeat that took them more than ADOPT_AFTER_MS ago (a run of code older than
+    heartbeats, or on Spark Connect). A run whose heartbeat is fresh is alive, however old its take."""
     taken = pairs_only(session, letters, pairs).where(F.col(TAKEN_BY).isNotNull() & F.col(REDRIVEN_AT).isNull())
     runs = taken.groupBy(TAKEN_BY).agg(F.unix_millis(F.min(TAKEN_AT)).alias("_taken_at")).collect()
-    return {
-        row[TAKEN_BY]: row["_taken_at"] or 0
-        for row in runs
-        if row[TAKEN_BY] in failed or row["_taken_at"] is None or row["_taken_at"] <= now_ms - ADOPT_AFTER_MS
-    }
+    found: dict[str, int] = {}
+    for row in runs:
+        run, taken_at = row[TAKEN_BY], row["_taken_at"] or 0
+        by_heartbeat = None if run in failed else gone(run)
+        if run in failed or by_heartbeat or (by_heartbeat is None and taken_at <= now_ms - ADOPT_AFTER_MS):
+            found[run] = taken_at
+    return found
 
 
 def mark(
@@ -144,9 +153,12 @@ def mark(
     runs: list[str],
     now_ms: int,
     policy: RetryPolicy,
+    taken_at_ms: int | None = None,
 ) -> None:
     """Ends the runs' taken letters in one MERGE: the letters of ``back``'s entries (put back or re-added)
-    are redriven at ``now_ms``; the others are freed again (they stay dead, for a later run to try)."""
+    are redriven at ``now_ms``, in ``run_id``'s name (taken at ``taken_at_ms`` when given: an adopter
+    marking a stopped run's put-back gives that run's take); the others are freed again (they stay dead,
+    for a later run to try)."""
     letters_taken = F.col(f"{TARGET}.{TAKEN_BY}").isin(runs) & F.col(f"{TARGET}.{REDRIVEN_AT}").isNull()
     redriven = back.select(*ENTRY_KEY).withColumn("_back", F.lit(True))
     source = _taken_rows(session, table, runs).join(redriven, ENTRY_KEY, "left")
@@ -154,7 +166,10 @@ def mark(
     went_back = F.col("s._back").isNotNull()
     values = {
         TAKEN_BY: F.when(went_back, F.lit(run_id)),
-        TAKEN_AT: F.when(went_back, F.col(f"{TARGET}.{TAKEN_AT}")),
+        TAKEN_AT: F.when(
+            went_back,
+            F.col(f"{TARGET}.{TAKEN_AT}") if taken_at_ms is None else F.timestamp_millis(F.lit(taken_at_ms)),
+        ),
         REDRIVEN_AT: F.when(went_back, F.timestamp_millis(F.lit(now_ms))),
     }
     _update(session, table, source, condition, values, f"REDRIVE MARK {run_id}", policy)

@@ -11,6 +11,7 @@ the groups it writes, so what it decided on its snapshot (not yet pending again,
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Window
@@ -23,6 +24,7 @@ from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_of
 from streamclaim_spark.engine.runner import Runner
+from streamclaim_spark.errors import RedriveAdoptedError
 from streamclaim_spark.fleet.bulk.append import plan_append
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.recovery.plan import entries_of, head_source, pending_of
@@ -64,9 +66,24 @@ class PutBack:
         return sum(counts[outcome] for counts in self.outcomes.values())
 
 
-def put_back(runner: Runner, taken: DataFrame, options: RedriveOptions, run_id: str, dry_run: bool) -> PutBack:
+def put_back(
+    runner: Runner,
+    taken: DataFrame,
+    options: RedriveOptions,
+    run_id: str,
+    dry_run: bool,
+    still_taken: Callable[[], bool] = lambda: True,
+) -> PutBack:
     """Decides each taken entry's outcome on a fresh snapshot and (unless ``dry_run``) commits them all as
-    one transaction named ``REDRIVE <run_id>``, which a later run finds in the state table's history."""
+    one transaction named ``REDRIVE <run_id>``, which a later run finds in the state table's history.
+
+    ``taken`` should be a pinned read of the letters. Each attempt asks ``still_taken``, after its
+    snapshot is pinned and its entries classified, whether the run still holds its letters, and raises
+    ``RedriveAdoptedError`` when not. An adopter takes the letters over, then fences the groups
+    (``fence``): a put-back that passed the check before the take writes heads the fence rewrote and
+    loses its race, and its re-run finds the letters gone. So a run taken for gone never lands after
+    the fence.
+    """
     pairs = sorted((row[C.STREAM], row[C.GROUP]) for row in taken.select(C.STREAM, C.GROUP).distinct().collect())
     if not pairs:
         return PutBack()
@@ -74,6 +91,11 @@ def put_back(runner: Runner, taken: DataFrame, options: RedriveOptions, run_id: 
     def decide(ctx: Context) -> PutBack:
         classified = _classify(ctx, taken, pairs, options)
         outcome = PutBack(_tally(classified), txn=ctx.txn)
+        if not dry_run and not still_taken():
+            raise RedriveAdoptedError(
+                f"redrive {run_id}: another run adopted its letters before its put-back committed (it was "
+                "taken for gone); that run puts them back, and this one commits nothing"
+            )
         if not dry_run:
             _plan(ctx, classified, outcome, options)
         return outcome
@@ -113,9 +135,29 @@ def _tally(classified: DataFrame) -> dict[Pair, Counter[str]]:
     return tallies
 
 
+def fence(runner: Runner, pairs: list[Pair], run_id: str) -> int | None:
+    """Rewrites the heads of the groups ``pairs`` (versions bumped, guarded) in one commit: a put-back of
+    their letters decided on an older snapshot now loses its race (``put_back``). Returns the version."""
+
+    def decide(ctx: Context) -> None:
+        ctx.snapshot.all_streams()
+        partitions = [group_partition(*pair) for pair in pairs if ctx.snapshot.group(*pair) is not None]
+        if partitions:
+            ctx.plan.add_frame(head_source(ctx.snapshot, partitions, ctx.txn), *partitions)
+
+    runner.transact(f"REDRIVE FENCE {run_id}", decide)
+    return runner.last_commit_version
+
+
 def _plan(ctx: Context, classified: DataFrame, outcome: PutBack, options: RedriveOptions) -> None:
-    """Adds the PEL rows, the bumped group heads and the re-added entries to the context's commit."""
+    """Adds the PEL rows, the bumped group heads and the re-added entries to the context's commit. The
+    heads of every group an entry goes back to or is re-added from are written, so that an adopter's
+    fence of those groups and this commit cannot both land (``put_back``)."""
     back = sorted(pair for pair, counts in outcome.outcomes.items() if counts[PUT_BACK])
+    written = sorted(pair for pair, counts in outcome.outcomes.items() if counts[PUT_BACK] or counts[RE_ADDED])
+    fenced = [group_partition(*pair) for pair in written]
+    if fenced and not back:
+        ctx.plan.add_frame(head_source(ctx.snapshot, fenced, ctx.txn), *fenced)
     if back:
         partitions = [group_partition(*pair) for pair in back]
         rows = _with_nack_times(ctx, classified.where(F.col(OUTCOME) == PUT_BACK), partitions)
@@ -131,7 +173,7 @@ def _plan(ctx: Context, classified: DataFrame, outcome: PutBack, options: Redriv
         pel = source_of(
             rows.select(C.PARTITION_ID, C.STREAM, C.GROUP, C.ID_MS, C.ID_SEQ, C.DELIVERY_COUNT, _NACK_TIME), values
         )
-        ctx.plan.add_frame(pel.unionByName(head_source(ctx.snapshot, partitions, ctx.txn)), *partitions)
+        ctx.plan.add_frame(pel.unionByName(head_source(ctx.snapshot, fenced, ctx.txn)), *fenced)
     if options.to_stream is not None and outcome.total(RE_ADDED):
         gone = classified.where(F.col(OUTCOME) == RE_ADDED).orderBy(OLDEST, *ENTRY_KEY)
         plan_append(ctx, gone.select(_re_added_fields().alias(C.FIELDS)), options.to_stream, C.FIELDS)

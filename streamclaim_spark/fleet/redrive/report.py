@@ -18,6 +18,7 @@ from streamclaim_spark.fleet.redrive.put_back import OUTCOMES
 
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+ADOPTED = "adopted"  # taken for gone by another run before its put-back landed: it committed nothing
 
 
 @dataclass(frozen=True)

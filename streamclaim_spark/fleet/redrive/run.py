@@ -10,9 +10,13 @@ A run makes the same few commits whatever the number of entries or groups (docs/
 3. **Mark** (one MERGE into ``dead_letters``): the letters of entries that went back get ``redriven_at``;
    the others are freed (they stay dead), and one row goes to ``redrive_runs``.
 
-A run that stops after 1 leaves letters taken and not marked. The next run adopts them: if the stopped
-run's put-back is in the state table's history it only marks them, by the rows that commit wrote;
-otherwise it takes them over and puts them back itself. So each entry goes back once, whenever a run stops.
+A run that stops after 1 leaves letters taken and not marked. The next run adopts them once the stopped
+run is gone by the evidence (recorded as failed, or its heartbeat stopped: heartbeat.py): it takes its
+letters over, fences their groups in the state table (put_back.fence: the stopped run's put-back can no
+longer land), and only then reads the history: if the stopped run's put-back is there it marks the
+letters by the rows that commit wrote; otherwise it puts them back itself. A run taken for gone that
+was only slow finds its letters gone at its put-back (``RedriveAdoptedError``) and commits nothing. So
+each entry goes back once, and each re-added entry is added once, whatever runs overlap or stop.
 """
 
 from __future__ import annotations
@@ -31,9 +35,15 @@ from streamclaim_spark.core.config import RedriveOptions
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import matches
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.errors import InvalidArgumentError, RedriveFailedError, RedriveSelectionError
+from streamclaim_spark.errors import (
+    InvalidArgumentError,
+    RedriveAdoptedError,
+    RedriveFailedError,
+    RedriveSelectionError,
+)
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.recovery.run import RecoveryStore
+from streamclaim_spark.fleet.redrive.heartbeat import Heartbeat
 from streamclaim_spark.fleet.redrive.letters import (
     ENTRY_KEY,
     TAKEN_BY,
@@ -45,10 +55,10 @@ from streamclaim_spark.fleet.redrive.letters import (
     take,
     taken_by,
 )
-from streamclaim_spark.fleet.redrive.put_back import OUTCOMES, back_entries, put_back
-from streamclaim_spark.fleet.redrive.report import FAILED, RedriveReport
+from streamclaim_spark.fleet.redrive.put_back import OUTCOMES, back_entries, fence, put_back
+from streamclaim_spark.fleet.redrive.report import ADOPTED, FAILED, RedriveReport
 from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA, REDRIVE_COLUMNS, REDRIVE_RUNS_SCHEMA
-from streamclaim_spark.state.delta_io import AUTO_COMPACTION_OPERATION, is_delta_table, quoted_path
+from streamclaim_spark.state.delta_io import AUTO_COMPACTION_OPERATION, is_delta_table, latest_version, quoted_path
 from streamclaim_spark.state.tables import (
     ensure_redrive_columns,
     ensure_redrive_runs_table,
@@ -94,12 +104,16 @@ def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None
     pairs = select_pairs(runner, options, letters_path if has_letters else None)
     action = "dry run" if options.dry_run else "run"
     log.info("redrive %s %s on %s: %d group(s) selected", action, run_id, path, len(pairs))
+    heartbeat = Heartbeat(session, path, run_id)
     try:
         if has_letters:
-            report = _redrive(runner, path, options, pairs, report)
+            if not options.dry_run:
+                heartbeat.start()
+            report = _redrive(runner, path, options, pairs, report, heartbeat)
     except Exception as error:
         message = f"{type(error).__name__}: {error}"[:_MAX_ERROR_CHARS]
-        failed = replace(report, ended_at_ms=runner.clock(), status=FAILED, error=message)
+        status = ADOPTED if isinstance(error, RedriveAdoptedError) else FAILED
+        failed = replace(report, ended_at_ms=runner.clock(), status=status, error=message)
         log.error("redrive %s %s failed: %s", action, run_id, message)
         if not options.dry_run:
             try:
@@ -107,6 +121,8 @@ def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None
             except Exception:
                 log.exception("could not record failed redrive %s in redrive_runs", run_id)
         raise RedriveFailedError(f"redrive {run_id} failed: {message}", failed) from error
+    finally:
+        heartbeat.stop()
     report = replace(report, ended_at_ms=runner.clock())
     if not options.dry_run:
         report = _record(session, path, report)
@@ -149,7 +165,12 @@ def select_pairs(runner: Runner, options: RedriveOptions, letters_path: str | No
 
 
 def _redrive(
-    runner: Runner, path: str, options: RedriveOptions, pairs: list[Pair], report: RedriveReport
+    runner: Runner,
+    path: str,
+    options: RedriveOptions,
+    pairs: list[Pair],
+    report: RedriveReport,
+    heartbeat: Heartbeat,
 ) -> RedriveReport:
     """Steps 1-3 of the module docstring, after finishing what stopped runs left."""
     session, run_id, policy, now = runner.session(), report.run_id, runner.retry_policy, runner.clock()
@@ -157,7 +178,7 @@ def _redrive(
     if not options.dry_run:
         ensure_redrive_columns(session, path)
     letters = _letters(session, letters_path)
-    adoption = _adopt(runner, path, letters, pairs, run_id, now, options.dry_run)
+    adoption = _adopt(runner, path, letters, pairs, run_id, now, options.dry_run, heartbeat)
     stopped, unlanded = adoption.stopped, adoption.unlanded
     chosen, choice = choose(free_entries(letters, session, pairs, options.where), options.max_redrives, options.limit)
     report = replace(
@@ -170,9 +191,16 @@ def _redrive(
         return replace(report, groups=outcome.outcomes)
     if not choice.chosen and not unlanded:
         return report  # nothing to take: no commit anywhere
-    take(session, letters_path, chosen, run_id, unlanded, now, policy)
-    mine = newest_letters(taken_by(_letters(session, letters_path), [run_id]))
-    outcome = put_back(runner, mine, options, run_id, dry_run=False)
+    if choice.chosen:
+        take(session, letters_path, chosen, run_id, [], now, policy)  # the adopted letters are taken already
+    # The letters as taken, pinned: the put-back decides on them, not on what an adopter made of them since.
+    taken_version = latest_version(session, letters_path)
+    mine = newest_letters(taken_by(_letters(session, letters_path, taken_version), [run_id]))
+
+    def still_taken() -> bool:
+        return taken_by(_letters(session, letters_path), [run_id]).limit(1).count() > 0
+
+    outcome = put_back(runner, mine, options, run_id, dry_run=False, still_taken=still_taken)
     back = _empty_back(session)
     if outcome.version is not None:
         partitions = [group_partition(*pair) for pair in outcome.outcomes]
@@ -197,21 +225,36 @@ class _Adoption:
     entries: int
 
 
+# Long: the adoption's steps in the order its guarantee needs (take over, fence, then read the history,
+# then mark what had landed); each is one call.
 def _adopt(
-    runner: Runner, path: str, letters: DataFrame, pairs: list[Pair], run_id: str, now: int, dry_run: bool
+    runner: Runner,
+    path: str,
+    letters: DataFrame,
+    pairs: list[Pair],
+    run_id: str,
+    now: int,
+    dry_run: bool,
+    heartbeat: Heartbeat,
 ) -> _Adoption:
-    """Finds the runs that stopped half-way and marks the letters of those whose put-back had landed (by
-    the rows that commit wrote); the others' letters are this run's to take over (unless a dry run)."""
+    """Finds the runs that are gone half-way, takes their letters over and fences their groups, then marks
+    the letters of those whose put-back had landed (by the rows that commit wrote); the others' letters
+    are this run's to put back (unless a dry run, which changes nothing and only reads the history)."""
     session = runner.session()
     letters_path = table_path(path, C.DEAD_LETTER_TABLE_DIR)
-    taken_at = adoptable(letters, _failed_runs(session, path), pairs, session, now)
+    taken_at = adoptable(letters, _failed_runs(session, path), pairs, session, now, heartbeat.gone)
     stopped = sorted(run for run in taken_at if run != run_id)
     if not stopped:
         return _Adoption((), [], 0)
+    theirs = taken_by(letters, stopped)
+    entries = theirs.select(*ENTRY_KEY).distinct().count()
+    if not dry_run:
+        fenced = sorted((row[C.STREAM], row[C.GROUP]) for row in theirs.select(C.STREAM, C.GROUP).distinct().collect())
+        take(session, letters_path, _empty_back(session), run_id, stopped, now, runner.retry_policy)
+        fence(runner, fenced, run_id)  # from here on, no put-back of theirs can land
     landed = _landed_put_backs(session, runner.state_path, stopped, min(taken_at[run] for run in stopped))
-    entries = taken_by(letters, stopped).select(*ENTRY_KEY).distinct().count()
     log.warning(
-        "redrive %s adopts %d entries of run(s) that stopped half-way: %s (put back already: %s)",
+        "redrive %s adopts %d entries of run(s) gone half-way: %s (put back already: %s)",
         run_id,
         entries,
         ", ".join(stopped),
@@ -220,7 +263,12 @@ def _adopt(
     if not dry_run:
         for stopped_run, (version, txn) in landed.items():
             back = back_entries(runner, version, txn, None)
-            mark(session, letters_path, back, stopped_run, [stopped_run], runner.clock(), runner.retry_policy)
+            # Marked in the stopped run's name: it redrove them (max_redrives counts it once).
+            runs = [stopped_run, run_id]
+            policy = runner.retry_policy
+            mark(session, letters_path, back, stopped_run, runs, runner.clock(), policy, taken_at[stopped_run])
+        for stopped_run in stopped:
+            heartbeat.forget(stopped_run)
     return _Adoption(tuple(stopped), [run for run in stopped if run not in landed], entries)
 
 
@@ -233,10 +281,11 @@ def _failed_runs(session: SparkSession, path: str) -> list[str]:
     return [row["run_id"] for row in failed.select("run_id").collect()]
 
 
-def _letters(session: SparkSession, letters_path: str) -> DataFrame:
-    """The dead-letter table, with the redrive columns as nulls where it was made before them (a dry run
-    on such a table adds nothing)."""
-    letters = session.read.format("delta").load(letters_path)
+def _letters(session: SparkSession, letters_path: str, version: int | None = None) -> DataFrame:
+    """The dead-letter table (as of ``version``: None, the newest at each read), with the redrive columns
+    as nulls where it was made before them (a dry run on such a table adds nothing)."""
+    reader = session.read.format("delta")
+    letters = (reader if version is None else reader.option("versionAsOf", version)).load(letters_path)
     for name in REDRIVE_COLUMNS:
         if name not in letters.columns:
             letters = letters.withColumn(name, F.lit(None).cast(DEAD_LETTER_SCHEMA[name].dataType))

@@ -159,9 +159,8 @@ class StaleSnapshotError(StreamclaimError, RuntimeError):
 
 
 class TransactionExpiredError(StaleSnapshotError):
-    """A transaction stayed open longer than ``retention.MAX_TRANSACTION_MS`` and refused to commit: the
-    command re-runs on a fresh snapshot, as after a lost race, so that no commit ever names files
-    maintenance may have removed (docs/DESIGN.md, "What maintenance may remove")."""
+    """A transaction open longer than ``retention.MAX_TRANSACTION_MS`` refused to commit and re-runs, as after
+    a lost race: no commit names files maintenance may have removed (docs/DESIGN.md)."""
 
 
 class ConflictRetriesExhaustedError(StreamclaimError, RuntimeError):

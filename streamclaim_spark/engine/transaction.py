@@ -18,7 +18,7 @@ source rows, and what each asks of it, are built in merge_source.py.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -104,6 +104,30 @@ class InPlaceUpdate:
     assignments: dict[str, Column]
 
 
+@dataclass(frozen=True)
+class PendingCommit:
+    """A plan decided and about to commit, as a ``before_plan_commit`` hook sees it."""
+
+    path: str
+    operation: str
+
+
+# Called with each plan about to commit (decided on its snapshot, nothing written yet), in the committing
+# thread: a seam for tests that make two writers meet there (streamclaim_spark.testing.commit_gate), so
+# both are inside their transactions at once. Empty outside such a test.
+_BEFORE_PLAN_COMMIT: list[Callable[[PendingCommit], None]] = []
+
+
+@contextlib.contextmanager
+def before_plan_commit(hook: Callable[[PendingCommit], None]) -> Iterator[None]:
+    """Runs ``hook`` before every ``commit_plan`` of the process while the block runs."""
+    _BEFORE_PLAN_COMMIT.append(hook)
+    try:
+        yield
+    finally:
+        _BEFORE_PLAN_COMMIT.remove(hook)
+
+
 def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str, rows_per_file: int = 0) -> int | None:
     """Commits ``plan`` as one MERGE (or, for a plan with an ``update``, one UPDATE; for appended or
     removed rows, one transaction of files); returns its version, None when a removal found nothing.
@@ -112,6 +136,8 @@ def commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: str
     created travel through session-local settings. ``rows_per_file`` caps the rows of each data file
     the commit writes (0: no cap). Raises ``NothingCommittedError`` when Delta committed nothing.
     """
+    for hook in _BEFORE_PLAN_COMMIT:
+        hook(PendingCommit(table_path, operation))
     with committing(spark):
         return _commit_plan(spark, table_path, plan, operation, rows_per_file)
 

@@ -33,6 +33,7 @@ from streamclaim_spark.errors import TransactionExpiredError
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.driver_writes import rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
+from streamclaim_spark.state.scala_seqs import java_items, scala_seq
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
 
@@ -337,26 +338,6 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 # The column ``DeltaTransaction.table`` adds: the data file a row lies in.
 FILE_PATH = "_file_path"
-
-
-def scala_seq(jvm: Any, items: Iterable[Any]) -> Any:
-    """``items`` (JVM objects) as a Scala ``Seq``, as Delta's Scala methods take them."""
-    as_java = jvm.java.util.ArrayList()
-    for item in items:
-        as_java.add(item)
-    return jvm.scala.jdk.javaapi.CollectionConverters.asScala(as_java).toSeq()
-
-
-def java_list(jvm: Any, seq: Any) -> Any:
-    """A Scala ``Seq`` as a Java list, which py4j iterates."""
-    return jvm.scala.jdk.javaapi.CollectionConverters.asJava(seq)
-
-
-def java_items(jvm: Any, seq: Any) -> list[Any]:
-    """A Scala ``Seq``'s items, taken by index: py4j's iteration ends on a Java exception, which pyspark's
-    handler converts at ~20 ms a Seq (a command's commit iterated one: 25 ms of its ~0.59 s)."""
-    as_list = java_list(jvm, seq)
-    return [as_list.get(index) for index in range(as_list.size())]
 
 
 # Each session's Delta table, per path, that ``pruning_filters`` resolves its conditions against: only

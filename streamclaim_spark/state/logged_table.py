@@ -19,8 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.state.delta_io import delta_log, is_connect
-from streamclaim_spark.state.delta_txn import scala_seq
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
+from streamclaim_spark.state.scala_seqs import scala_seq
 
 
 def logged_table(

@@ -1,10 +1,12 @@
-"""Holding transactions between their writes and their commit: the seam race and maintenance tests use.
+"""Holding transactions at their commit: the seam race and maintenance tests use.
 
 A race test that merely starts two writers in threads passes when they run one after the other; one that
 makes each writer wait at its commit until the other has reached its own proves both were inside their
-transactions at once (``CommitGate(parties=2)``). A maintenance test holds one command's commit while
-maintenance runs beside it (``CommitGate(parties=1)``, then ``release``). Only transactions of files
-(``state.delta_txn.DeltaTransaction``) pass the gate; a MERGE commits inside Delta, out of its reach.
+transactions at once (``CommitGate(parties=2)``): both decided on the same snapshot, so one must lose.
+A maintenance test holds one command's commit while maintenance runs beside it (``CommitGate(parties=1)``,
+then ``release``). The gate stands where ``commit_gate`` puts it: before a decided plan commits, MERGE
+or files (``engine.transaction.commit_plan``), or with ``after_files_written`` inside a transaction of
+files (``state.delta_txn.DeltaTransaction``) whose data files are on disk and not yet committed.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
-from streamclaim_spark.state.delta_txn import DeltaTransaction, before_commit
+from streamclaim_spark.engine.transaction import before_plan_commit
+from streamclaim_spark.state.delta_txn import before_commit
 
 # How long a held commit waits for the others, or for ``release``, before the gate fails the test.
 WAIT_SECONDS = 120.0
@@ -31,12 +35,12 @@ class CommitGate:
         self,
         parties: int,
         *,
-        holds: Callable[[DeltaTransaction], bool] = lambda txn: True,
+        holds: Callable[[Any], bool] = lambda commit: True,
         release_when_all_arrive: bool = True,
         timeout: float = WAIT_SECONDS,
     ) -> None:
         self.parties = parties
-        self.held: list[DeltaTransaction] = []
+        self.held: list[Any] = []  # engine.transaction.PendingCommit or state.delta_txn.DeltaTransaction
         self._holds = holds
         self._timeout = timeout
         self._lock = threading.Lock()
@@ -45,11 +49,11 @@ class CommitGate:
         if release_when_all_arrive:
             self._released.set()
 
-    def __call__(self, txn: DeltaTransaction) -> None:
+    def __call__(self, commit: Any) -> None:
         with self._lock:
-            if len(self.held) >= self.parties or not self._holds(txn):
+            if len(self.held) >= self.parties or not self._holds(commit):
                 return
-            self.held.append(txn)
+            self.held.append(commit)
             if len(self.held) == self.parties:
                 self._all_arrived.set()
         if not self._all_arrived.wait(self._timeout):
@@ -57,7 +61,7 @@ class CommitGate:
         if not self._released.wait(self._timeout):
             raise TimeoutError(f"a commit waited {self._timeout} s at the gate for its release")
 
-    def wait_held(self, timeout: float = WAIT_SECONDS) -> list[DeltaTransaction]:
+    def wait_held(self, timeout: float = WAIT_SECONDS) -> list[Any]:
         """Blocks until every party is held at its commit; returns their transactions."""
         if not self._all_arrived.wait(timeout):
             raise TimeoutError(f"{len(self.held)} of {self.parties} commits reached the gate in {timeout} s")
@@ -69,10 +73,12 @@ class CommitGate:
 
 
 @contextmanager
-def commit_gate(gate: CommitGate) -> Iterator[CommitGate]:
-    """Installs ``gate`` before every transaction commit of the process for the block; releases it on exit
-    (so no thread stays held when a test fails)."""
-    with before_commit(gate):
+def commit_gate(gate: CommitGate, *, after_files_written: bool = False) -> Iterator[CommitGate]:
+    """Installs ``gate`` before every plan's commit of the process for the block (with
+    ``after_files_written``: before every transaction of files commits, its files written); releases it
+    on exit (so no thread stays held when a test fails)."""
+    seam = before_commit if after_files_written else before_plan_commit
+    with seam(gate):
         try:
             yield gate
         finally:

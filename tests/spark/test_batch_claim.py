@@ -12,6 +12,7 @@ from pyspark.sql import SparkSession
 from streamclaim_spark import ClaimRequest, StaleSelection, StreamStore
 from streamclaim_spark.core.backoff import parse_backoff
 from streamclaim_spark.fleet.claims import in_place
+from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
 from tests.clock import ManualClock
 from tests.fixtures import TemplateStores
 
@@ -215,11 +216,13 @@ def test_two_threads_claiming_the_same_stale_group_claim_each_entry_exactly_once
     for name in ("left", "right"):
         store.execute("XGROUP", "CREATECONSUMER", "audit", "g", name)
     selection = StaleSelection(min_idle_ms=60_000, streams=("audit",))
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # Each claim waits at its commit until the other has decided too: both claim on one snapshot.
+    gate = CommitGate(2, holds=lambda commit: commit.path == store.state_path)
+    with commit_gate(gate), ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda name: store.claim_stale(selection, name), ("left", "right")))
 
-    # The clock does not move: once one claim commits, no entry is stale for the other.
-    assert sorted(result.total_claimed for result in results) == [0, 10]
+    # The clock does not move: once one claim commits, no entry is stale for the other, which re-ran.
+    assert sorted((result.total_claimed, result.attempts) for result in results) == [(0, 2), (10, 1)]
     winner = "left" if results[0].total_claimed else "right"
     assert store.execute("XPENDING", "audit", "g")[3] == [[winner, "10"]]
     counts = {row[3] for row in store.execute("XPENDING", "audit", "g", "-", "+", "10")}

@@ -35,6 +35,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.core.policies import RecoveryPolicy, policy_for
+from streamclaim_spark.engine.transaction import PendingCommit
 from streamclaim_spark.fleet.recovery import (
     GroupReport,
     RecoveryReport,
@@ -47,6 +48,7 @@ from streamclaim_spark.fleet.recovery import run as recovery_run
 from streamclaim_spark.state import snapshot as snapshot_module
 from streamclaim_spark.state.companion_schema import DEAD_LETTER_SCHEMA
 from streamclaim_spark.state.tables import table_path
+from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
 from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores
@@ -281,15 +283,21 @@ def test_two_runs_racing_on_one_store_claim_each_stale_entry_exactly_once(
     def run(run_id: str) -> None:
         reports[run_id] = recover_stale(fleet, OPTIONS, run_id=run_id)
 
+    def claim_round(commit: PendingCommit) -> bool:
+        return commit.path == fleet.state_path and commit.operation.startswith("RECOVER ")
+
     racers = [threading.Thread(target=run, args=(run_id,)) for run_id in ("run-a", "run-b")]
-    for racer in racers:
-        racer.start()
-    for racer in racers:
-        racer.join()
+    # Each run's first claim round waits at its commit for the other's: both decided on one snapshot.
+    with commit_gate(CommitGate(2, holds=claim_round)):
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join()
 
     assert sorted(reports) == ["run-a", "run-b"]
     assert {report.status for report in reports.values()} == {"succeeded"}
     totals = [report.totals for report in reports.values()]
+    assert sum(t["conflicts_retried"] for t in totals) > 0  # the loser's groups went again
     assert sum(t["claimed"] for t in totals) == 264
     assert sum(t["purged"] for t in totals) == 16
     assert sum(t["dead_lettered"] for t in totals) == 80

@@ -28,8 +28,9 @@ from streamclaim_spark.core.partitions import bucket_of, group_partition
 from streamclaim_spark.state import logged_files, pel_summary, prefetch
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
-from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, java_list, pruning_filters
+from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, pruning_filters
 from streamclaim_spark.state.logged_table import logged_table
+from streamclaim_spark.state.scala_seqs import java_list
 from streamclaim_spark.state.schema import file_condition
 from streamclaim_spark.state.tables import table_path
 from streamclaim_spark.testing.spark_jobs import count_jobs

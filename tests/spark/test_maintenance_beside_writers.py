@@ -77,7 +77,7 @@ def test_a_command_held_at_its_commit_past_a_one_minute_retention_loses_nothing_
     assert run_maintenance(store, spark, MINUTE_MS) == EXIT_OK  # the tables keep a minute of history from now on
     state = store.state_path
     before = set(data_files(state))
-    with commit_gate(CommitGate(1, release_when_all_arrive=False)) as gate:
+    with commit_gate(CommitGate(1, release_when_all_arrive=False), after_files_written=True) as gate:
         thread, reply = in_thread(
             lambda: store.execute("XREADGROUP", "GROUP", "billing", "bob", "COUNT", "2", "STREAMS", "orders", ">")
         )
@@ -111,7 +111,7 @@ def test_a_transaction_open_longer_than_allowed_refuses_its_commit_and_re_runs(
     def acknowledge() -> tuple[Any, int]:
         return store.execute("XACK", "orders", "billing", "1-0", "2-0"), store.runner.last_attempts
 
-    with commit_gate(CommitGate(1, release_when_all_arrive=False)) as gate:
+    with commit_gate(CommitGate(1, release_when_all_arrive=False), after_files_written=True) as gate:
         thread, out = in_thread(acknowledge)
         [held] = gate.wait_held()
         held.started_ms -= MAX_TRANSACTION_MS + 1  # as if it had stayed open past the bound

@@ -7,6 +7,8 @@ It talks to the parent through stdout, one line per event, flushed at once:
   stdin before claiming, so several workers can be released at the same moment;
 * ``committing``: the command's commit has been handed to the JVM, a Delta MERGE or the first write of
   a commit of files (printed on every attempt);
+* ``held``: with ``--hold-commit``, the command's transaction of files has written its data files and
+  waits at its commit (testing/commit_gate.py) for ever: the parent kills it there;
 * ``result <json>``: ``{"reply": ..., "attempts": n, "version": v}`` once the command returned.
 
 Spark's own logging goes to stderr.
@@ -55,6 +57,22 @@ def _announce_commits() -> None:
     DeltaTransaction.write_arrow = write_arrow  # type: ignore[method-assign]
 
 
+def _hold_commits() -> None:
+    """Holds the first transaction of files at its commit, its files written, and says ``held`` then."""
+    import threading
+
+    from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
+
+    gate = CommitGate(1, release_when_all_arrive=False, timeout=3_600)
+    # Kept, and never left: the parent kills this process (a collected context would close and unhook).
+    _HELD.append(commit_gate(gate, after_files_written=True))
+    _HELD[-1].__enter__()
+    threading.Thread(target=lambda: (gate.wait_held(3_600), _say("held")), daemon=True).start()
+
+
+_HELD: list[Any] = []
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--path", required=True, help="folder of the store")
@@ -66,6 +84,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--min-idle", type=int, default=60_000)
     parser.add_argument("--justid", action="store_true", help="add JUSTID")
     parser.add_argument("--wait-go", action="store_true", help="wait for a line on stdin after 'ready'")
+    parser.add_argument(
+        "--hold-commit",
+        action="store_true",
+        help="stop the command's transaction of files after its files are written, before its commit",
+    )
     parser.add_argument(
         "--in-batch",
         action="store_true",
@@ -83,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = build_session(master="local[1]", app_name=f"claim-worker-{args.consumer}", conf=TEST_SPARK_CONF)
     store = StreamStore.open(args.path, spark=spark, clock=lambda: args.clock)
     _announce_commits()
+    if args.hold_commit:
+        _hold_commits()
     _say("ready")
     if args.wait_go:
         sys.stdin.readline()

@@ -67,7 +67,12 @@ def _hold_commits() -> None:
     # Kept, and never left: the parent kills this process (a collected context would close and unhook).
     _HELD.append(commit_gate(gate, after_files_written=True))
     _HELD[-1].__enter__()
-    threading.Thread(target=lambda: (gate.wait_held(3_600), _say("held")), daemon=True).start()
+
+    def say_when_held() -> None:
+        gate.wait_held(3_600)
+        _say("held")
+
+    threading.Thread(target=say_when_held, daemon=True).start()
 
 
 _HELD: list[Any] = []

@@ -22,7 +22,7 @@ DELTA_FILE_RETENTION_MS = 7 * DAY_MS
 DELTA_LOG_RETENTION_MS = 30 * DAY_MS
 # The least a store that is being written may keep: a writer reads a version, then commits on it, and a
 # file a later commit replaced must outlive that writer's transaction (a fleet recovery round of 10,000
-# groups holds one for ~30 s; docs/BENCHMARKS.md).
+# groups holds one for ~30 s).
 MIN_RETENTION_MS = 60_000
 
 _UNIT_MS = {

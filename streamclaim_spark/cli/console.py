@@ -29,8 +29,9 @@ from streamclaim_spark.state.session import send_jvm_output_to, under_spark_subm
 LOG_DIR_ENV = "STREAMCLAIM_LOG_DIR"
 VERBOSE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-# The log file of the console set up in this process (the demo's, which the job it runs shares), if any.
-_active: Path | None = None
+# The console set up in this process (the demo's, which the job it runs shares): its log file, or None for
+# a verbose one; empty when there is none.
+_active: list[Path | None] = []
 
 
 def add_console_flags(group: argparse._ArgumentGroup | argparse.ArgumentParser) -> None:
@@ -67,9 +68,8 @@ def console(
 
     ``progress=False`` keeps even the progress lines in the file (the demo prints its own). Inside a
     console already set up in this process (the demo running the recovery job) it changes nothing."""
-    global _active
-    if _active is not None:
-        yield _active
+    if _active:
+        yield _active[0]
         return
     root = logging.getLogger()
     handlers: list[logging.Handler] = []
@@ -96,11 +96,11 @@ def console(
     logging.getLogger("py4j").setLevel(logging.WARNING)
     logging.captureWarnings(path is not None)  # pyspark's and pandas' warnings: to the file too
     previous_output = send_jvm_output_to(None if path is None else str(path))
-    _active = path
+    _active.append(path)
     try:
         yield path
     finally:
-        _active = None
+        _active.clear()
         send_jvm_output_to(previous_output)
         logging.captureWarnings(False)
         for handler in handlers:

@@ -80,7 +80,21 @@ def test_a_console_inside_a_console_shares_its_log_file(tmp_path: Path, capsys: 
         log.info("claim committed", extra=C.PROGRESS)
 
     assert capsys.readouterr().err == f"streamclaim-demo: log in {log_file} (--verbose shows it here)\n"
-    assert console_module._active is None
+    assert console_module._active == []
+
+
+def test_a_console_inside_a_verbose_one_keeps_everything_on_stderr_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOG_DIR_ENV, str(tmp_path))
+
+    with console("streamclaim-demo", verbose=True), console("streamclaim-recover") as inner:
+        assert inner is None
+        log.info("claim committed", extra=C.PROGRESS)
+
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].endswith(" INFO streamclaim_spark.tests.console: claim committed")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_default_log_file_lies_in_the_log_folder_named_by_the_program(

@@ -1,7 +1,7 @@
 """The README's demo: a small store with a dead consumer and poison entries, then the recovery job.
 
 ``python -m streamclaim_spark.demo [--path DIR]`` (what ``bash scripts/demo.sh`` runs) builds a store under
-``./data/demo-store`` on local Spark and local Delta tables: three streams, two consumer groups, a consumer
+``./data/demo-store`` on local Spark and local Delta tables: three streams, four consumer groups, a consumer
 ``worker-1`` that took every entry an hour ago and died, and three payments delivered 12 times (poison).
 It shows XPENDING, runs the recovery job through the same entry point as ``streamclaim-recover`` and
 ``spark-submit jobs/recover_stale.py`` (``cli.recover.main``: conf/ files, then flags), and prints the job's

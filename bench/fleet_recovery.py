@@ -140,6 +140,7 @@ def store_recover(path: str) -> dict[str, Any]:
         f"{MIN_IDLE_MS}ms",
         "--log-level",
         "INFO",
+        "--verbose",  # the whole log on stderr, timestamped: its step lines go into the results
     ]
     started = time.perf_counter()
     finished = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)

@@ -1,4 +1,4 @@
-"""What a commit that changes only heads and consumers copies, on a big stream (docs/BENCHMARKS.md, "Heads apart").
+"""What a commit that changes only heads and consumers copies, on a big stream (CHANGELOG.md, "Heads apart").
 
 Run from the repo root (nothing else running)::
 

@@ -1,4 +1,4 @@
-"""Spark jobs per command: the table in docs/BENCHMARKS.md, and the workload the budget test measures.
+"""Spark jobs per command: docs/BENCHMARKS.md's counts, and the workload the budget test measures.
 
 Every command is measured right after another client's commit, so it pays for reading a new table
 version (Delta's "Compute snapshot" job), and never on a version where Delta writes a checkpoint.

@@ -10,7 +10,7 @@ each of the first ``--letters`` entries of its stream, as the recovery job write
 recovery run that dead-letters a million entries first needs them delivered eleven times, which is not
 what this measures). Then one ``store.redrive()`` on a fresh process's session, timed, and checked: every
 entry back in its group's PEL once, one state commit, the take and the mark one commit each. There is no
-Redis side: Redis has no redrive; a script would XADD or XCLAIM each entry back (docs/BENCHMARKS.md).
+Redis side: Redis has no redrive; a script would XADD or XCLAIM each entry back (docs/RECOVERY.md, "Redrive").
 """
 
 from __future__ import annotations

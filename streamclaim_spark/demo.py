@@ -1,27 +1,31 @@
 """The README's demo: a small store with a dead consumer and poison entries, then the recovery job.
 
 ``python -m streamclaim_spark.demo [--path DIR]`` (what ``bash scripts/demo.sh`` runs) builds a store under
-``./data/demo-store`` on local Spark and local Delta tables: three streams, two consumer groups, a consumer
+``./data/demo-store`` on local Spark and local Delta tables: three streams, four consumer groups, a consumer
 ``worker-1`` that took every entry an hour ago and died, and three payments delivered 12 times (poison).
 It shows XPENDING, runs the recovery job through the same entry point as ``streamclaim-recover`` and
 ``spark-submit jobs/recover_stale.py`` (``cli.recover.main``: conf/ files, then flags), and prints the job's
-report, the dead letters it wrote and XPENDING afterwards.
+report, the dead letters it wrote and XPENDING afterwards. Spark's output, Ivy's report and the job's log
+(its JSON summary too) go to the log file whose path it prints first; ``--verbose`` shows them instead.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.cli import recover
+from streamclaim_spark.cli.console import console
 from streamclaim_spark.fleet.bulk import NewGroup
 from streamclaim_spark.sql import register
 from streamclaim_spark.state.session import build_session
@@ -60,9 +64,12 @@ def build_demo_store(path: str, spark: SparkSession, delivered_at_ms: int) -> St
     return store
 
 
-def run_recovery_job(path: str, conf_dir: str = "conf") -> tuple[int, dict[str, Any] | None]:
-    """Runs the recovery job on ``path`` as its console script would; returns (exit code, JSON summary)."""
-    with tempfile.TemporaryDirectory() as folder:
+def run_recovery_job(
+    path: str, conf_dir: str = "conf", log_file: Path | None = None
+) -> tuple[int, dict[str, Any] | None]:
+    """Runs the recovery job on ``path`` as its console script would; returns (exit code, JSON summary).
+    With ``log_file``, the JSON line the job prints goes there: the demo prints the summary as a table."""
+    with tempfile.TemporaryDirectory() as folder, _stdout_to(log_file):
         summary_file = os.path.join(folder, "summary.json")
         code = recover.main(["--conf-dir", conf_dir, "--store", path, *JOB_FLAGS, "--summary-file", summary_file])
         if not os.path.exists(summary_file):
@@ -70,6 +77,15 @@ def run_recovery_job(path: str, conf_dir: str = "conf") -> tuple[int, dict[str, 
         with open(summary_file, encoding="utf-8") as handle:
             summary: dict[str, Any] = json.load(handle)
     return code, summary
+
+
+@contextlib.contextmanager
+def _stdout_to(log_file: Path | None) -> Iterator[None]:
+    if log_file is None:
+        yield
+        return
+    with open(log_file, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+        yield
 
 
 def print_report(summary: dict[str, Any]) -> None:
@@ -99,17 +115,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--path", default="data/demo-store", help="store folder (recreated; default %(default)s)")
     parser.add_argument("--conf-dir", default="conf", help="the job's conf/ folder (default %(default)s)")
+    parser.add_argument("--verbose", action="store_true", help="show Spark's and the job's log instead of a log file")
     args = parser.parse_args(argv)
-    path = os.path.abspath(args.path)
+    with console("streamclaim-demo", verbose=args.verbose, progress=False) as log_file:
+        return run_demo(os.path.abspath(args.path), args.conf_dir, log_file)
+
+
+def run_demo(path: str, conf_dir: str, log_file: Path | None) -> int:
+    """Builds the demo store at ``path``, shows it, runs the recovery job and shows what it did."""
     shutil.rmtree(path, ignore_errors=True)
     spark = build_session()
     store = build_demo_store(path, spark, delivered_at_ms=int(time.time() * 1000) - HOUR_MS)
     print("Before: worker-1 took every entry an hour ago and died. XPENDING says:")
     show_pending(store)
-    print(f"\nRunning the recovery job: streamclaim-recover --store {path} {' '.join(JOB_FLAGS)}\n", flush=True)
-    code, summary = run_recovery_job(path, args.conf_dir)
+    print(f"\nRunning the recovery job: streamclaim-recover --store {path} {' '.join(JOB_FLAGS)}", flush=True)
+    code, summary = run_recovery_job(path, conf_dir, log_file)
     if code != recover.EXIT_OK or summary is None:
-        print(f"The recovery job failed with exit code {code}; its log above says why.")
+        print(f"The recovery job failed with exit code {code}; its log ({log_file or 'above'}) says why.")
         return code or recover.EXIT_RUN_FAILED
     print("\nRecovery report:")
     print_report(summary)

@@ -106,7 +106,7 @@ class StreamStore:
             retry_policy: How commands re-run after losing a commit race (default RetryPolicy()).
             rows_per_file: Most rows a commit writes into one data file (0: no limit). Bulk writes
                 come out in ID order, so capped files cover narrow ID ranges: a command that changes
-                a few entries of a big PEL rewrites one such file, not the whole PEL (docs/BENCHMARKS.md).
+                a few entries of a big PEL rewrites one such file, not the whole PEL (docs/BENCHMARKS.md, "Levers").
             single_writer: Promise that one driver at a time writes this store; lets it open on a log
                 store that serialises commits inside one driver only (S3's default), with a warning.
             decode_responses: What ``execute`` returns for entries' field names and values, as in

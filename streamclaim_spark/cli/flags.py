@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
-import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+from streamclaim_spark.cli.console import add_console_flags, console
 from streamclaim_spark.core.conf_keys import Key
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
@@ -57,16 +59,17 @@ def add_spark_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_output_flags(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """The job's own log level, and where its JSON summary goes besides stdout; returns the group, for a
-    job's own output flags."""
+    """The job's own log level, where its log goes (``--verbose``, ``--log-file``: cli/console.py), and where
+    its JSON summary goes besides stdout; returns the group, for a job's own output flags."""
     output = parser.add_argument_group("output")
     output.add_argument(
         "--log-level",
         default="INFO",
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        help="level of the job's own log on stderr (default INFO)",
+        help="level of the job's own log, in the log file (on stderr with --verbose; default INFO)",
     )
+    add_console_flags(output)
     output.add_argument(
         "--summary-file",
         metavar="PATH",
@@ -85,24 +88,27 @@ def start_job(
     prog: str,
     overrides: Callable[[argparse.Namespace], dict[Key, tuple[Any, str]]] | None = None,
 ) -> tuple[argparse.Namespace, AppConfig] | int:
-    """Parses a job's flags, sets up its log on stderr and loads its config (conf/ files, then the
-    flags, as ``overrides`` turns them into keys: ``overrides_from`` by default); an exit code
-    (``EXIT_CONFIG``, said on stderr) instead when the flags or config are bad."""
+    """Parses a job's flags and loads its config (conf/ files, then the flags, as ``overrides`` turns them
+    into keys: ``overrides_from`` by default); an exit code (``EXIT_CONFIG``, said on stderr) instead when
+    the flags or config are bad. The job then runs inside ``job_console``."""
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else EXIT_CONFIG
-    logging.basicConfig(
-        level=args.log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # py4j logs every connection it closes at INFO, some after the summary line.
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         return args, load_config(args.conf_dir, (overrides or overrides_from)(args))
     except ConfigError as error:
         sys.stderr.write(f"{prog}: config error: {error}\n")
         sys.stderr.flush()
         return EXIT_CONFIG
+
+
+@contextlib.contextmanager
+def job_console(prog: str, args: argparse.Namespace) -> Iterator[Path | None]:
+    """The console of a job run with ``args`` (``--verbose``, ``--log-file``, ``--log-level``): its log,
+    Ivy's report and Spark's log in the log file it yields, unless ``--verbose`` (cli/console.py)."""
+    with console(prog, verbose=args.verbose, level=args.log_level, log_file=args.log_file) as log_file:
+        yield log_file
 
 
 def overrides_from(args: argparse.Namespace, job: Key = RecoveryOptions.TABLE) -> dict[Key, tuple[Any, str]]:

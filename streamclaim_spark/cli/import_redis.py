@@ -2,9 +2,10 @@
 
 Wiring only: parse flags, connect with redis-py, build the session from ``conf/`` (``[spark]``), open
 the store and call ``importer.import_redis``. A progress line per stream goes to stderr, the JSON
-summary to stdout. Exit codes: 0 imported, 1 the import failed, 2 bad input (flags, a pattern that
-matches no stream, a key that is not a stream, a path that is not a store), 3 Redis unreachable or
-refusing the credentials. Nothing is written to Redis, and nothing to the store unless the import commits.
+summary to stdout, Spark's and the import's log to the log file it names (cli/console.py). Exit codes:
+0 imported, 1 the import failed, 2 bad input (flags, a pattern that matches no stream, a key that is not
+a stream, a path that is not a store), 3 Redis unreachable or refusing the credentials. Nothing is written
+to Redis, and nothing to the store unless the import commits.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.cli.flags import start_job
+from streamclaim_spark.cli.console import add_console_flags
+from streamclaim_spark.cli.flags import job_console, start_job
 from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.conf_keys import Key
@@ -76,8 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--master", help="Spark master URL when not under spark-submit [spark.master]")
     parser.add_argument("--summary-file", metavar="PATH", help="also write the JSON summary to this file")
     parser.add_argument(
-        "--log-level", default="INFO", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="stderr log"
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="level of the import's log, in the log file (on stderr with --verbose; default INFO)",
     )
+    add_console_flags(parser)
     return parser
 
 
@@ -87,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     args, config = started
-    return run_import(args, config.spark)
+    with job_console(PROG, args):
+        return run_import(args, config.spark)
 
 
 def _spark_overrides(args: argparse.Namespace) -> dict[Key, tuple[Any, str]]:

@@ -2,8 +2,9 @@
 
 Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session,
 and call ``fleet.maintenance.maintain`` on the configured store. The JSON summary is stdout's last line
-(Delta's VACUUM prints a line of its own to the JVM's stdout before it; ``--summary-file`` holds the
-summary alone); progress goes to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags
+(with ``--verbose`` Delta's VACUUM prints a line of its own to the JVM's stdout before it; ``--summary-file``
+holds the summary alone); a line per table goes to stderr, the whole log to the log file it names
+(cli/console.py). Exit codes: 0 success, 1 the run failed, 2 bad flags
 or config (a retention under a minute), 3 no store at the path, 4 refused (a streaming query would be
 left unable to restart).
 """
@@ -17,7 +18,14 @@ from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
+from streamclaim_spark.cli.flags import (
+    add_output_flags,
+    add_spark_flags,
+    add_store_flags,
+    job_console,
+    print_line,
+    start_job,
+)
 from streamclaim_spark.cli.job_store import job_session, store_refusal
 from streamclaim_spark.cli.recover import CONF_DIR_ENV
 from streamclaim_spark.core.config import AppConfig
@@ -67,11 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     args, config = started
-    try:
-        return run_job(config, ignore_readers=args.ignore_readers, summary_file=args.summary_file)
-    except Exception:
-        log.exception("maintenance stopped on an unexpected error")
-        return EXIT_RUN_FAILED
+    with job_console(PROG, args):
+        try:
+            return run_job(config, ignore_readers=args.ignore_readers, summary_file=args.summary_file)
+        except Exception:
+            log.exception("maintenance stopped on an unexpected error")
+            return EXIT_RUN_FAILED
 
 
 def run_job(

@@ -2,9 +2,9 @@
 
 Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session
 from ``session.session_from_config``, open the store and call ``recovery.recover_stale``. The JSON summary
-goes to stdout and progress to the log on stderr. Exit codes: 0 success, 1 the run failed, 2 bad flags or
-config or a selection that matches no group, 3 no store at the configured path, 4 partial (contended
-groups skipped).
+goes to stdout, a line per step to stderr, the whole log to the log file it names (cli/console.py). Exit
+codes: 0 success, 1 the run failed, 2 bad flags or config or a selection that matches no group, 3 no store
+at the configured path, 4 partial (contended groups skipped).
 """
 
 from __future__ import annotations
@@ -18,7 +18,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from streamclaim_spark.cli.flags import add_output_flags, add_spark_flags, add_store_flags, print_line, start_job
+from streamclaim_spark.cli.flags import (
+    add_output_flags,
+    add_spark_flags,
+    add_store_flags,
+    job_console,
+    print_line,
+    start_job,
+)
 from streamclaim_spark.cli.job_store import EXIT_NO_STORE as EXIT_NO_STORE  # re-exported: one of the job's exit codes
 from streamclaim_spark.cli.job_store import job_session, store_refusal
 from streamclaim_spark.core.config import ASSIGN_MODES, AppConfig
@@ -140,18 +147,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     args, config = started
-    log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
-    try:
-        return run_job(
-            config,
-            summary_file=args.summary_file,
-            upgrade=args.upgrade_layout,
-            maintain=args.maintain_after_run,
-            metrics=MetricsTargets(args.metrics_file, args.pushgateway),
-        )
-    except Exception:
-        log.exception("the run stopped on an unexpected error")
-        return EXIT_RUN_FAILED
+    with job_console(PROG, args):
+        log.info("config from %s (then flags); store %s", ", ".join(config.sources), config.store.path)
+        try:
+            return run_job(
+                config,
+                summary_file=args.summary_file,
+                upgrade=args.upgrade_layout,
+                maintain=args.maintain_after_run,
+                metrics=MetricsTargets(args.metrics_file, args.pushgateway),
+            )
+        except Exception:
+            log.exception("the run stopped on an unexpected error")
+            return EXIT_RUN_FAILED
 
 
 def run_job(

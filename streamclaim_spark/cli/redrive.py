@@ -1,9 +1,10 @@
 """The redrive job's command line: ``streamclaim-redrive`` and ``spark-submit jobs/redrive.py``.
 
 Wiring only: parse flags, load ``conf/`` (base.toml, then local.toml, then the flags), get the session,
-open the store and call ``fleet.redrive.redrive``. The JSON summary goes to stdout and progress to the log
-on stderr. Exit codes: 0 success, 1 the run failed (a re-run finishes it), 2 bad flags or config, a
-``--where`` that does not parse or patterns that match no group, 3 no store at the configured path.
+open the store and call ``fleet.redrive.redrive``. The JSON summary goes to stdout, a line per step to
+stderr, the whole log to the log file it names (cli/console.py). Exit codes: 0 success, 1 the run failed
+(a re-run finishes it), 2 bad flags or config, a ``--where`` that does not parse or patterns that match no
+group, 3 no store at the configured path.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from streamclaim_spark.cli.flags import (
     add_output_flags,
     add_spark_flags,
     add_store_flags,
+    job_console,
     overrides_from,
     print_line,
     start_job,
@@ -95,11 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(started, int):
         return started
     args, config = started
-    try:
-        return run_job(config, summary_file=args.summary_file)
-    except Exception:
-        log.exception("the redrive stopped on an unexpected error")
-        return EXIT_RUN_FAILED
+    with job_console(PROG, args):
+        try:
+            return run_job(config, summary_file=args.summary_file)
+        except Exception:
+            log.exception("the redrive stopped on an unexpected error")
+            return EXIT_RUN_FAILED
 
 
 def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: str | None = None) -> int:

@@ -1,4 +1,8 @@
-"""The ``streamclaim-server`` console script: flags, config, Spark, and a server until SIGTERM or SIGINT."""
+"""The ``streamclaim-server`` console script: flags, config, Spark, and a server until SIGTERM or SIGINT.
+
+Its log and Spark's go to the log file it names first (``--verbose``: stderr; cli/console.py); stdout says
+when it is ready.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from streamclaim_spark.cli.console import add_console_flags, console
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.conf_keys import Key
 from streamclaim_spark.core.config import AppConfig
 from streamclaim_spark.core.config_loader import flag_overrides, load_config
@@ -68,7 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--retain", metavar="DURATION", help='history the store keeps, e.g. "5m" [store.history_retention]'
     )
     parser.add_argument("--master", help="Spark master URL [spark.master]")
-    parser.add_argument("--log-level", default="INFO", help="this process' log level (default INFO)")
+    parser.add_argument(
+        "--log-level", default="INFO", help="this process' log level, in the log file (stderr with --verbose; INFO)"
+    )
+    add_console_flags(parser)
     return parser
 
 
@@ -84,16 +93,13 @@ def overrides_from(args: argparse.Namespace, environ: dict[str, str]) -> dict[Ke
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the server until SIGTERM or SIGINT; returns the exit code (2: bad flags or config)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         config = load_config(args.conf_dir, overrides_from(args, dict(os.environ)))
     except ConfigError as error:
         print(f"{PROG}: config error: {error}", file=sys.stderr)
         return 2
-    return serve(config)
+    with console(PROG, verbose=args.verbose, level=args.log_level.upper(), log_file=args.log_file):
+        return serve(config)
 
 
 def serve(config: AppConfig) -> int:
@@ -112,7 +118,7 @@ def serve(config: AppConfig) -> int:
         print(f"{PROG} ready on {config.server.bind}:{server.port} (store {store.path})", flush=True)
         while not stop_requested.wait(1.0):
             pass
-        log.info("shutting down: finishing running commands, refusing new ones")
+        log.info("shutting down: finishing running commands, refusing new ones", extra=C.PROGRESS)
         server.stop()
         return 0
     finally:

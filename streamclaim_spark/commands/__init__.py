@@ -1,10 +1,12 @@
 """Dispatches Redis argv to the command parsers and shapes their results into replies.
 
 Each handler follows one pattern: the table's checks (``spec.COMMANDS``: known name, arity, subcommand),
-parse, run inside a store transaction, shape the reply. Every handler parses before its transaction, so a
-retried transaction never parses again; where Redis reports NOGROUP before an argument error (XCLAIM),
-the parse error is carried into the transaction and raised once the group is known to exist. The one
-handler with more than that shape is the blocking read, whose wait loop lives in ``blocking.py``.
+parse, run inside a store transaction, shape the reply. Most handlers parse before their transaction, so
+a retried transaction never parses again. Where Redis looks the key or group up before it validates the
+arguments, that order is kept: XACK, XDEL, XNACK and XINFO parse inside the transaction, after the
+lookup (a few tokens, parsed again on a retry), and XCLAIM parses before it and carries a parse error in,
+raised once the group is known to exist. The one handler with more than that shape is the blocking read,
+whose wait loop lives in ``blocking.py``.
 """
 
 from __future__ import annotations

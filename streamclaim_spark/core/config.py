@@ -262,7 +262,7 @@ class ServerConfig:
         batch_max_commands: Most commands one group commit gathers (docs/SERVER.md, "Group commit").
         batch_max_bytes: Most bytes of arguments one group commit gathers.
         maintain: Run maintenance in the background (compaction, vacuum past ``store.history_retention``,
-            the log; README, "Operations").
+            the log; docs/MAINTENANCE.md).
         maintain_every_ms: Run it when this long has passed since the last run and something was committed.
         maintain_after_batches: Or as soon as this many batches were committed since the last run.
     """

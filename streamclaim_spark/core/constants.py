@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
+# ``extra`` of a log line that is a step of long work (a recovery commit, a table maintained): a console
+# script shows such lines on the console, the others only in its log file (cli/console.py).
+PROGRESS: Mapping[str, object] = MappingProxyType({"progress": True})
+
 # The one Delta table that holds all stream and consumer-group state (see docs/DESIGN.md).
 STATE_TABLE_DIR = "state"
 # Append-only companions written by the recovery job.

@@ -68,7 +68,7 @@ class Rewrite:
     ``on_driver``, when given, is the same change over one file's rows as an Arrow table (every column
     but the bucket, in the file's order), returning them all, changed where ``condition`` holds: the
     files are then rewritten on the driver by pyarrow where the table allows it, each into one file
-    (``DeltaTransaction.rewrite_arrow``), where a Spark job wrote them 8x slower (docs/BENCHMARKS.md,
+    (``DeltaTransaction.rewrite_arrow``), where a Spark job wrote them 8x slower (CHANGELOG.md,
     "A claim's rewrite on the driver"). The two must agree row for row; tests compare them."""
 
     kind: str

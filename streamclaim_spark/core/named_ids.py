@@ -4,7 +4,7 @@ A bulk XACK of 1M IDs used Spark twice before its commit: an aggregate for the I
 text parsed by Spark) and a join of the IDs with the PEL files' rows to count what each file loses.
 Collected as text and parsed here by pyarrow, held as two int64 arrays (16 bytes an ID), the range
 is a min and a max, and a file's rows are matched against the IDs by one vectorized membership test
-(docs/BENCHMARKS.md, "Named IDs on the driver").
+(CHANGELOG.md, "Named IDs on the driver").
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ writes commits with (engine/transaction.py ``_merge``), as a pure function over 
 
 A commit of files applies them on the driver (engine/file_commit.py) to the rows of the few files that
 may hold the writes' keys, so that a command's commit needs no join in Spark. Both ways must leave the
-same rows: tests/unit/test_write_rules.py checks each clause, the parity suite runs every command both
-ways (classic sessions commit files, Spark Connect the MERGE).
+same rows: tests/unit/test_write_rules.py checks each clause; the parity suite compares every command
+with redis-server on classic sessions (files), and tests/connect a few scenarios, the bulk APIs, a
+batched claim, recovery and redrive on Spark Connect (the MERGE).
 """
 
 from __future__ import annotations

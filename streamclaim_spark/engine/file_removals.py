@@ -134,7 +134,7 @@ def removal_query(removal: Removal) -> FileQuery:
 # Up to this many named IDs of one partition are hashed once and sent to the rewrite's tasks (a
 # broadcast anti join on the two ID columns, ~40 MB of driver memory per million): the files' rows are
 # then read and written in one stage, with no shuffle. 1M IDs of a bulk XACK: the rewrite 1.85-2.6 s
-# -> 1.2-1.5 s warm (docs/BENCHMARKS.md, "A bulk acknowledgement without a shuffle"). More, or IDs of
+# -> 1.2-1.5 s warm (CHANGELOG.md, "A bulk acknowledgement without a shuffle"). More, or IDs of
 # several partitions, are joined by a shuffle of both sides, as before.
 BROADCAST_NAMED_MAX = 1_500_000
 
@@ -176,7 +176,7 @@ def _packed_id(removal: Removal) -> Callable[[str, str], Column] | None:
     milliseconds by its sequence numbers) one bigint, and null outside it (no named ID lies there), or
     None when the box holds too many IDs to number. Spark hashes one bigint key faster than two
     columns: 1M named IDs, the counting pass 1.4-1.7 -> 1.2-1.5 s, in a second run 1.05-1.15 -> 0.8 s
-    (docs/BENCHMARKS.md, "The files holding the IDs")."""
+    (CHANGELOG.md, "The files holding the IDs")."""
     if removal.low is None or removal.high is None or removal.seq_range is None:
         return None
     width = box_width(removal.low, removal.high, removal.seq_range)

@@ -93,7 +93,7 @@ def source_frame_for_deletes(rows: DataFrame) -> DataFrame:
     """Turns state-table rows (e.g. a filtered snapshot) into MERGE source rows that delete them.
 
     Only the match keys are kept: a bulk delete's source is materialized and shuffled by the MERGE,
-    and a million PEL rows with every state column cost seconds more to move (docs/BENCHMARKS.md).
+    and a million PEL rows with every state column cost seconds more to move.
     """
     return source_frame(rows.select(*MATCH_KEYS), delete=True)
 

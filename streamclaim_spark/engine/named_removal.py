@@ -5,7 +5,7 @@ a few million IDs) needs, before its commit, how many rows each file in its rang
 file holding none stays, one taken whole is dropped unread, the others are rewritten without them
 (engine/file_commit.py). Counted by Spark, that was a join of the IDs with the files' rows and an
 aggregate by file (1.1-1.5 s for 1M IDs over 1M PEL rows); here the files' four key columns are read
-by pyarrow and matched by one vectorized membership test (docs/BENCHMARKS.md, "Named IDs on the driver").
+by pyarrow and matched by one vectorized membership test (CHANGELOG.md, "Named IDs on the driver").
 The files it takes only some rows of are then rewritten there too, when they are small enough
 (``kept_on_driver``): a Spark job rewriting one 100,000-row file took ~3.7 s in a new process.
 """

@@ -202,7 +202,7 @@ def _commit_plan(spark: SparkSession, table_path: str, plan: Plan, operation: st
 
 # From this many partitions a plan of head rows only joins as a bulk plan (``is_heads_in_bulk``): at 200
 # (create_groups of 100 groups) both ways took the same time, the bulk way in 13 Spark jobs against 6;
-# at 2,000 the bulk way was 0.2-0.3 s faster, at 6,000 0.6-1.5 s (docs/BENCHMARKS.md).
+# at 2,000 the bulk way was 0.2-0.3 s faster, at 6,000 0.6-1.5 s.
 HEADS_IN_BULK_FROM = 1_000
 
 
@@ -218,8 +218,9 @@ def is_heads_in_bulk(plan: Plan) -> bool:
 
     A command's few rows join in one task with adaptive execution and broadcasts off (``small``), which
     saves Spark jobs; 20,000 head rows so joined took 5.4-6.8 s against 3.7-4.9 s as a bulk plan
-    (create_groups of 10,000 groups, docs/BENCHMARKS.md). Entries and PEL rows keep the one task, which
-    writes them back ID-ordered (``_one_shuffle_partition``); head files are read by partition, not range.
+    (create_groups of 10,000 groups, CHANGELOG.md, "Heads in bulk as a bulk plan"). Entries and PEL rows
+    keep the one task, which writes them back ID-ordered (``_one_shuffle_partition``); head files are read
+    by partition, not range.
     """
     return (
         len(plan.partitions) >= HEADS_IN_BULK_FROM

@@ -2,7 +2,7 @@
 
 A command writes a few rows: its heads, a consumer, a few entries or PEL rows. A MERGE of them took
 1.5-2.4 s whatever their number (a consumer added to a group of a 1,000-entry stream: 2.4 s; as files
-0.85 s, docs/BENCHMARKS.md "A command's commit as files"): it plans a join, scans the files its
+0.85 s, CHANGELOG.md "A command's commit as files"): it plans a join, scans the files its
 condition keeps, and writes in Spark. Here the files the writes' keys may lie in (their bucket,
 partition and ID statistics) are read on the driver by pyarrow, the MERGE's clauses are applied to
 the rows they hold (core/write_rules.py), and only the files whose rows change are written again, in

@@ -2,7 +2,7 @@
 
 The MERGE (commit.py) joins every staged row with the stored ones, then rewrites what it matched: an
 unchanged re-run of a 1M-entry stream with a 100,000-row PEL spent ~12 s of its ~16 s there, to update
-two heads (docs/BENCHMARKS.md, "The import's re-run as a commit of files"). Most imports keep every
+two heads (CHANGELOG.md, "The import's re-run as a commit of files"). Most imports keep every
 stream, group and consumer: each stream is new to the store, or read after the store's last ID (mode
 "append"), with the live IDs before it when Redis deleted or trimmed some ("diff"). Those are decided
 here. The stored PEL and consumer rows of the copied groups, and the stored entry IDs of diffed

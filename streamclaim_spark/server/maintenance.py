@@ -1,7 +1,7 @@
 """Maintenance the server runs by itself: ``fleet.maintenance.maintain`` in a background thread.
 
 A store served for months must lose its replaced files and old log without anyone scheduling a job
-(README, "Operations"). The thread wakes every few seconds and runs a maintenance when ``maintain_every``
+(docs/MAINTENANCE.md). The thread wakes every few seconds and runs a maintenance when ``maintain_every``
 has passed since the last one and a batch was committed since, or as soon as ``maintain_after_batches``
 batches were; the retention is the store's (``store.history_retention``; unset: the tables' own). A
 maintenance refused because a streaming query would be stranded, or one that fails, is logged, shown by

@@ -82,13 +82,13 @@ def stored_id_columns(text: Column) -> tuple[Column, Column]:
     """
     # Split at the one dash, each part read as a number and kept only when it renders back as the same
     # text (canonical): half the time of two regular-expression extracts (1M IDs: 0.9-1.0 s -> 0.4-0.5 s,
-    # docs/BENCHMARKS.md "A bulk acknowledgement without a shuffle").
+    # CHANGELOG.md "A bulk acknowledgement without a shuffle").
     parts = F.split(text, "-")
     values, canonical = [], F.size(parts) == 2
     for index in (0, 1):
         digits = parts.getItem(index)
         # Up to 18 digits fit a long, shifted by long arithmetic; longer numbers (to 2**64 - 1) go through
-        # a decimal. The decimal for every ID made parsing 1M IDs ~3 s of a bulk XACK (docs/BENCHMARKS.md).
+        # a decimal. The decimal for every ID made parsing 1M IDs ~3 s of a bulk XACK.
         short, small, large = F.length(digits) <= 18, digits.try_cast("bigint"), digits.try_cast("decimal(20,0)")
         canonical &= F.when(short, small.cast("string") == digits).otherwise(large.cast("string") == digits)
         offset = F.expr(f"CAST({STORED_OFFSET} AS DECIMAL(20,0))")

@@ -178,7 +178,7 @@ def table_properties(spark: SparkSession, path: str) -> dict[str, str]:
     """The table properties of the Delta table at ``path`` (its newest version). On a classic session
     they come from the snapshot's metadata action: ``DESCRIBE DETAIL`` also sums the files' sizes, which
     makes a new process rebuild the table's state first (a Spark job, 6-7 s of a cold import's open,
-    docs/BENCHMARKS.md). On Connect, ``DESCRIBE DETAIL``."""
+    CHANGELOG.md, "The import's re-run as a commit of files"). On Connect, ``DESCRIBE DETAIL``."""
     if not is_connect(spark):
         configuration = updated_snapshot(spark, path).metadata().configuration()
         jvm = spark.sparkContext._jvm

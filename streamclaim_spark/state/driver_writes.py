@@ -2,7 +2,7 @@
 
 A commit of files writes the rows made on the driver (the head and consumer files it rewrites, an
 append decided in Arrow) in one Spark write: a job whose task gets the rows from the driver, ~0.3 s
-for a command's few rows and 2.0-2.3 s for 125,000 PEL rows (docs/BENCHMARKS.md, "Data files written
+for a command's few rows and 2.0-2.3 s for 125,000 PEL rows (CHANGELOG.md, "Data files written
 on the driver"). pyarrow writes the same Parquet files directly; each comes with the statistics Delta
 would collect for it (row count, and per statistics column its smallest and largest value and its
 nulls), so data skipping, the conflict check and this package's readers see what a Spark write gives.

@@ -4,7 +4,7 @@ A commit of files rewrites the few small ``h`` files holding the heads and consu
 overlays them on the driver (engine/file_commit.py); reading them through Spark as Arrow took a job:
 0.19-0.25 s for a stream's and a group's head files. pyarrow reads them on the driver instead
 (state/driver_files.py, so any store Spark reads, S3A included): the same rows in 0.11 s when their
-bytes came through Hadoop's file system (docs/BENCHMARKS.md, "The files holding the IDs"), less since
+bytes came through Hadoop's file system (CHANGELOG.md, "The files holding the IDs"), less since
 local files are read directly. Classic sessions only; a file with a deletion vector sends the read
 back to Spark (None).
 """
@@ -51,7 +51,7 @@ def head_rows_at(
     """The head rows ``keys`` names (partition ID, row kind) as of ``version``, read from their ``h``
     files on the driver, the files listed from those kept for the log (state/logged_files.py): no Spark
     job. A bulk XACK's stream and group heads through the snapshot's query took three jobs, 0.45-0.7 s;
-    a listing by Delta's scan one, 0.2 s, or 0.8 s as the first after a commit (docs/BENCHMARKS.md,
+    a listing by Delta's scan one, 0.2 s, or 0.8 s as the first after a commit (CHANGELOG.md,
     "Files listed on the driver"). None where Spark's read must answer: Spark Connect, a version other
     than the log's newest loaded one, a deletion vector."""
     logged = kept_files_at(spark, table_path, version, None)

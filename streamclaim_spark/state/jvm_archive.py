@@ -4,7 +4,7 @@ A Spark process spends its first seconds loading, parsing and verifying the same
 classes (Spark, Scala, Delta); a dynamic class-data-sharing archive (JDK 13+) holds them ready to map.
 ``streamclaim-jvm-archive`` builds one for this installation (scripts/setup.sh runs it) and a session this
 process starts uses it when it exists: the scheduled recovery job's cold start ~4 s shorter
-(docs/BENCHMARKS.md, "A cold process: the JVM's classes from an archive"). The JVM checks that the archive
+(CHANGELOG.md, "A cold process: the JVM's classes from an archive"). The JVM checks that the archive
 matches its own build and the jars on its class path, and ignores it quietly when they changed (after an
 upgrade: build it again); an archive that does not exist is not named at all, since naming a missing one
 would turn off the JVM's own base archive too.

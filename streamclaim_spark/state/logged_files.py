@@ -2,7 +2,7 @@
 
 Delta lists a snapshot's files by a Spark query over its log state, which it rebuilds for each new
 version: the first listing after any commit took 0.5-1.1 s (the log's JSON commits read, shuffled and
-cached), the next ones ~0.2 s each (docs/BENCHMARKS.md, "Files listed on the driver"). A commit of
+cached), the next ones ~0.2 s each (CHANGELOG.md, "Files listed on the driver"). A commit of
 files lists files twice (its heads' bucket, then the rows it rewrites) and a bulk XACK reads its heads'
 files first. Here each table's files are kept per version on the driver: read once from the log's
 commits (a young log, before its first checkpoint) or from Delta's state, then brought to a newer

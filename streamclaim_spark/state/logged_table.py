@@ -2,7 +2,7 @@
 
 Delta plans a read of a snapshot by a Spark query over its log state, which it rebuilds for every new
 version: a command's first read after any commit paid 0.25-0.4 s for it on a test-sized store (XRANGE
-0.67-0.86 s after an XADD, 0.42-0.44 s when repeated; docs/BENCHMARKS.md, "Reads over the kept
+0.67-0.86 s after an XADD, 0.42-0.44 s when repeated; CHANGELOG.md, "Reads over the kept
 files"). Here the files come from ``logged_files`` (the commits since the kept version, read on the
 driver) and Delta builds the relation over exactly those ``AddFile``s (``DeltaLog.createDataFrame``,
 the relation its own MERGE reads touched files with): the same rows, deletion vectors and column

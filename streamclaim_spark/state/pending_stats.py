@@ -2,7 +2,7 @@
 
 The summary is the number of pending entries, the smallest and largest pending ID, and the count per
 owner. Aggregated from the rows, it reads every PEL row of the group: 10M rows, 3.2-4.0 s warm and
-5.6 s cold at 10M (docs/BENCHMARKS.md). Delta's log already holds, for each data file, its row count
+5.6 s cold at 10M. Delta's log already holds, for each data file, its row count
 and each column's smallest and largest value. A file whose statistics show that all its rows are
 this group's pending rows with one owner (a bulk delivery's or a batched claim's files: every row of
 a dead consumer's PEL has the same owner) is counted from its statistics alone; the files that mix

@@ -2,7 +2,7 @@
 
 A command's prefetch query is one Spark job over the few kept files it may read (XREADGROUP's entries,
 XCLAIM's PEL rows by ID, XRANGE's range): 0.15-0.25 s of a command on a test-sized store
-(docs/BENCHMARKS.md, "Heads from their own files in every command's read"). When those files hold
+(CHANGELOG.md, "Heads from their own files in every command's read"). When those files hold
 few rows, the snapshot reads them on the driver (``kept_rows``) and the same rows are picked here:
 each lookup's partition, kind and stream, its IDs or its range (ID bounds, owner, delivery cutoff),
 the range ordered by ID and cut at its limit, as the query's ``ORDER BY`` and ``LIMIT`` cut it.

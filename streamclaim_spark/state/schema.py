@@ -134,7 +134,7 @@ def kind_in(partitions: str | Iterable[str], kind: str) -> Column:
 
 # Past this many partitions a query names only their buckets and lets a join select the rows: testing
 # each row against thousands of partition IDs costs more than the rows it drops, and a fleet's partitions
-# lie in every file, so their IDs skip none (docs/BENCHMARKS.md, "Fleet building").
+# lie in every file, so their IDs skip none (CHANGELOG.md, "Fleet building").
 NAMED_PARTITIONS_MAX = 64
 
 

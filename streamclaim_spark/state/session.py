@@ -4,6 +4,8 @@ Users may pass their own Delta-enabled session to ``StreamStore.open``; otherwis
 local one (``build_session``), or the console scripts' one from ``conf/`` (``session_from_config``, which
 lets spark-submit's own settings win). The Delta JVM jar is resolved from Maven Central by Spark's own
 ``spark.jars.packages`` the first time and served from the Ivy cache afterwards, so later starts work offline.
+A console script may send the JVM's own output (that resolution's report, Spark's log4j lines) to its log
+file instead of the console (``send_jvm_output_to``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 
 from py4j.java_gateway import JavaClass
 from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.core.config import SparkConfig
@@ -65,6 +68,20 @@ _EXPECTED_FAILURE_LOGGERS = (
 )
 
 
+# Where the JVM this process starts writes its stdout and stderr (None: this process' own, the console).
+_jvm_output: str | None = None
+
+
+def send_jvm_output_to(path: str | None) -> str | None:
+    """Makes the JVM that ``build_session`` starts next write its stdout and stderr to the file ``path``
+    (appended; None: to this process' own); returns the previous setting. Ivy's dependency report is printed
+    by spark-submit's launcher before log4j is configured, so only the process' own streams catch it. A JVM
+    already running (spark-submit's, an earlier session's) keeps writing where it did."""
+    global _jvm_output
+    previous, _jvm_output = _jvm_output, path
+    return previous
+
+
 def build_session(
     master: str | None = "local[2]",
     app_name: str = "streamclaim-spark",
@@ -101,10 +118,25 @@ def build_session(
             settings[JAVA_OPTIONS_KEY] = options
     for key, value in settings.items():
         builder = builder.config(key, value)
+    if _jvm_output is not None and master is not None and not under_spark_submit():
+        _start_jvm_writing_to(_jvm_output, {**settings, "spark.master": master, "spark.app.name": app_name})
     spark = builder.getOrCreate()
     quiet_expected_failures(spark)
     register_connect_errors(spark)  # a session of SPARK_REMOTE's (pyspark reads it) is a Connect one
     return spark
+
+
+def _start_jvm_writing_to(path: str, settings: Mapping[str, str]) -> None:
+    """Starts the driver's JVM as pyspark would for a session of ``settings`` (spark-submit with each as
+    ``--conf``), its stdout and stderr appended to ``path``; nothing when this process has a JVM already."""
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        conf.set(key, value)
+    with open(path, "ab") as output:  # the JVM keeps its own copy of the descriptor
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": output, "stderr": output})  # type: ignore[no-untyped-call]
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _connect_session(remote: str, app_name: str, settings: Mapping[str, str]) -> SparkSession:

@@ -148,7 +148,7 @@ class Snapshot(PrefetchedSnapshot):
         """Every stream head, with every group head remembered too: one query however many there are.
 
         Collected as Arrow, only the heads' columns: a fleet's 20,000 heads took 0.9-1.1 s as Rows of
-        every column, 0.6-0.7 s so (docs/BENCHMARKS.md, "Heads read once, as Arrow, pending rows by bucket")."""
+        every column, 0.6-0.7 s so (CHANGELOG.md, "Heads read once, as Arrow, pending rows by bucket")."""
         if not self._all_heads_read:
             heads = None
             if self.reads_heads_from_files:  # from the h files on the driver: no Spark job
@@ -180,7 +180,7 @@ class Snapshot(PrefetchedSnapshot):
         """``schema.kind_in(partitions, kind)``, or, for more than ``NAMED_PARTITIONS_MAX`` partitions that
         are every partition of their buckets as this snapshot's heads show (``all_streams`` read them),
         their buckets alone: the same rows without an ``IN`` of thousands of partition IDs, which took
-        ~1 s to plan per query at 10,000 (docs/BENCHMARKS.md, "Heads read once, as Arrow, pending rows by bucket")."""
+        ~1 s to plan per query at 10,000 (CHANGELOG.md, "Heads read once, as Arrow, pending rows by bucket")."""
         if len(partitions) > NAMED_PARTITIONS_MAX and self._all_heads_read:
             streams = [meta for meta in self._streams.values() if meta is not None]
             if kind in (C.KIND_STREAM, C.KIND_ENTRY):

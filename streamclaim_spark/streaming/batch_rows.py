@@ -3,7 +3,7 @@
 ``partitions`` emits what a batch's offset names: the query's consumer's PEL rows in each stream's ID
 range as of the batch's version, each with its entry's fields. Through Spark that is a read by time
 travel (Delta's log state rebuilt for the version), a join and an Arrow collection: 1.3-2.4 s per
-micro-batch of 1,000 entries (docs/BENCHMARKS.md, "The streaming source's batch on the driver"). The
+micro-batch of 1,000 entries (CHANGELOG.md, "The streaming source's batch on the driver"). The
 version is the one the planning process has just committed, so its files are kept on the driver: the
 PEL and entry files whose statistics reach the ranges are read by pyarrow and joined here. Where they
 are not kept (a replay in a new process, Spark Connect, a deletion vector) the caller reads through Spark.

@@ -65,7 +65,7 @@ class ArrowPartition(InputPartition):
 def _partitions(rows: pa.Table, rows_per_partition: int) -> list[InputPartition]:
     """Puts ``rows`` (``_entry_rows``' columns, collected as Arrow) in stream and ID order and cuts them
     into partitions of at most ``rows_per_partition``. Sorted on the driver: Spark's sort of rows bound
-    for the driver anyway costs a sampling job and a shuffle (125,000 rows: 1.04 -> 0.75 s, docs/BENCHMARKS.md)."""
+    for the driver anyway costs a sampling job and a shuffle (125,000 rows: 1.04 -> 0.75 s)."""
     table = rows.sort_by([(C.STREAM, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
     table = table.drop_columns([C.ID_MS, C.ID_SEQ])
     # Spark checks the rows against the declared schema, whose columns are all nullable.
@@ -287,7 +287,7 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not ranges:
             return {}
         # Usually there are none: the few files that may hold them, read on the driver, say so without a
-        # Spark query (0.4-0.6 s a batch, docs/BENCHMARKS.md).
+        # Spark query (0.4-0.6 s a batch).
         found = pending_rows(ctx.snapshot, ranges, group, consumer, DECISION_ROWS_MAX)
         if found is not None and found.num_rows == 0:
             return {}

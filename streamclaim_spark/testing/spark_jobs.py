@@ -3,7 +3,7 @@
 Wall-clock times vary with the machine's load; the number of Spark jobs a command launches does not.
 ``count_jobs`` runs the caller's work under a job group of its own and asks Spark's status tracker
 which jobs ran in it. Tests hold commands to job budgets with it (tests/spark/test_job_budgets.py) and
-``bench.jobs`` prints the table in docs/BENCHMARKS.md.
+``bench.jobs`` prints the counts docs/BENCHMARKS.md ("Spark jobs per command") gives.
 """
 
 from __future__ import annotations

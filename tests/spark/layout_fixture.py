@@ -1,12 +1,12 @@
 """A small store in the bucket layout (heads and consumers sharing files with entries and PEL rows).
 
-``tests/data/store-bucket-layout/`` was written by this module's ``build`` with the code of commit
-3c099ab, the last one before heads were put apart, and is committed as it came out: it is what a store
-of that version holds on disk, for the upgrade test (tests/spark/test_upgrade_layout.py). Never rebuild
-it with newer code; the replies of ``SCRIPT`` at ``CLOCK_MS`` that the old code gave are kept beside it
-in ``replies.json``, so the test can check that an upgraded store answers exactly the same.
+``tests/data/store-bucket-layout/`` was written by this module's ``build`` with the code of the last
+commit before heads were put apart (CHANGELOG.md, "Heads apart", names it), and is committed as it came
+out: it is what a store of that version holds on disk, for the upgrade test (tests/spark/test_heads_apart.py).
+Never rebuild it with newer code; the replies of ``SCRIPT`` at ``CLOCK_MS`` that the old code gave are
+kept beside it in ``replies.json``, so the test can check that an upgraded store answers exactly the same.
 
-Run as ``python -m tests.spark.layout_fixture`` (only on 3c099ab) to write both.
+Run as ``python -m tests.spark.layout_fixture`` (only on that commit) to write both.
 """
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def test_six_threads_autoclaiming_the_same_ten_thousand_stale_entries_claim_each
     watch.lap("seeding 10000 entries")
     owner, count = "dead", 1
     # Every loser re-runs at least once (asserted below), so each racer costs a claim or two: 6 and 3 racers
-    # (11 and 5 attempts in a run on 2026-11-26) make the same checks as the 8 and 4 this test used to start.
+    # (11 and 5 attempts in one measured run) make the same checks as the 8 and 4 this test used to start.
     for round_number, now, racers in ((1, T0 + HOUR, 6), (2, T0 + 2 * HOUR, 3)):
         clock.now = now
         version_before = current_version(store)

@@ -226,7 +226,7 @@ def test_deliver_many_to_a_missing_group_raises_nogroup_and_delivers_nothing(fle
     assert current_version(fleet) == before
 
 
-# Spark jobs of each bulk path over a fleet of 100 groups, as measured when set (docs/BENCHMARKS.md, "Fleet
+# Spark jobs of each bulk path over a fleet of 100 groups, as measured when set (CHANGELOG.md, "Fleet
 # building"); create_groups and deliver_many ran 8-10 and 19-21 at 10,000 groups too: no path may run a
 # job per stream or group. deliver_many went from 21 to 23 when heads were put apart (issue 44): its
 # commit now writes into twice the buckets (the PEL rows' and the heads' and consumers'), and Delta's

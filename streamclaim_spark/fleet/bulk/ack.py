@@ -127,7 +127,7 @@ class _Named:
 
 # Up to this many IDs are collected to the driver as text and parsed there by pyarrow (16 bytes an ID
 # kept): the range is then a min and a max, and the PEL files' rows are matched there
-# (engine/named_removal.py). 1M IDs: the range and the count 2.1-2.9 s -> ~1 s warm (docs/BENCHMARKS.md,
+# (engine/named_removal.py). 1M IDs: the range and the count 2.1-2.9 s -> ~1 s warm (CHANGELOG.md,
 # "Named IDs on the driver"). More go through Spark, after a collection of this many that is dropped.
 DRIVER_IDS_MAX = 2_000_000
 
@@ -143,7 +143,7 @@ def _named(ids: DataFrame, id_column: str) -> _Named:
         held = NamedIds(ms, seq)
         return _Named(len(held), held.low, held.high, held.seq_range, held=held)
     # Parsed once and pinned: the range and the files' rewrite read the same IDs without parsing them
-    # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse, docs/BENCHMARKS.md). Pinned by the
+    # again (1M IDs: 6.6-10.9 s -> 3.1-3.7 s with the faster parse). Pinned by the
     # range's aggregate, the first action on it: one job where an eager checkpoint took one more (~0.3 s).
     frame = _wanted_ids(ids, id_column).localCheckpoint(eager=False)
     count, low, high, seq_range = _id_range(frame)

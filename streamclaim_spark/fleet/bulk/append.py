@@ -242,7 +242,7 @@ def _entry_rows(ctx: Context, ordered: DataFrame, offsets: list[dict[str, object
     For one stream (``key``) a row's number within its input partition is the lower bits of its
     ``monotonically_increasing_id`` (the row's index there), so the rows are numbered where they lie,
     already in ID order, with no shuffle or sort; its partition is a literal, so the write needs no sort
-    by bucket either (docs/BENCHMARKS.md, "Appends as appends"). Rows of several streams share input
+    by bucket either (CHANGELOG.md, "Appends as appends"). Rows of several streams share input
     partitions, so there a window numbers each stream's rows.
     """
     if key is not None:

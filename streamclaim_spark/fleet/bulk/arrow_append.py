@@ -2,7 +2,7 @@
 
 The sink's tasks hand their rows to the driver as Arrow. Made into a DataFrame again for ``append``,
 a batch of 250,000 rows went back to one Spark task through the plan, was counted by a job and
-written by another: 6-8 s of a 9 s batch (docs/BENCHMARKS.md, "Data files written on the driver").
+written by another: 6-8 s of a 9 s batch (CHANGELOG.md, "Data files written on the driver").
 Here the entries are built in Arrow, IDs and field/value pairs exactly as ``append`` gives them, and
 planned as an append the commit writes on the driver. Columns whose text Arrow would render otherwise
 than Spark's cast (floats, decimals, times, nested types) and a column of pairs (``fields``) take the

@@ -347,7 +347,7 @@ def _delivered(
     if total is not None:
         # The oldest IDs first, whichever stream holds them: a top N of every target's candidates (each
         # task keeps its N smallest, one merges them) rather than one window sorting them all in one task
-        # (a delivery of 250,000 of 1M planned and its rows counted: 0.1-0.35 s less, docs/BENCHMARKS.md).
+        # (a delivery of 250,000 of 1M planned and its rows counted: 0.1-0.35 s less).
         delivered = delivered.orderBy(C.ID_MS, C.ID_SEQ, _TARGET).limit(total)
     return delivered
 

@@ -3,7 +3,7 @@
 A delivery joins the streams' entries after the lowest cursor with its targets' cursors, caps them,
 counts each target's first and last ID, then writes the PEL rows: through Spark one aggregation job,
 and the append's write evaluates the join again (~0.45 s and ~0.7 s of a streaming micro-batch of
-1,000 entries, docs/BENCHMARKS.md, "The streaming source's batch on the driver"). When the entry files
+1,000 entries, CHANGELOG.md, "The streaming source's batch on the driver"). When the entry files
 whose statistics reach past the lowest cursor hold at most ``kept_rows.DECISION_ROWS_MAX`` rows and are
 kept on the driver, their ID columns are read by pyarrow and the same decision is made in Arrow: the
 PEL rows become a local table, and no Spark job runs before the commit writes them.

@@ -1,7 +1,7 @@
 """``claim_stale`` on the driver: the stale rows counted and rewritten by pyarrow, without a Spark job.
 
 The batched claim of a 10M-row PEL spent 36 s of 41 s in the Spark job that rewrote its files and
-3.7-5.3 s in the query that counted them first (docs/BENCHMARKS.md, "A claim's rewrite on the
+3.7-5.3 s in the query that counted them first (CHANGELOG.md, "A claim's rewrite on the
 driver"); pyarrow reads, changes and writes the same files in 4.5 s. This module states a selection's
 staleness over Arrow columns (``stale_mask``, the twin of ``selection.stale_condition``), counts the
 stale rows per group and previous owner from the kept files (``counted_on_driver``), and gives the

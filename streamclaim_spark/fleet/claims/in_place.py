@@ -3,7 +3,7 @@
 On a classic session one commit of files rewrites the PEL files holding them, with the group heads
 and the new owners' consumer rows (``_claim_as_files``). On Spark Connect a Delta UPDATE rewrites the
 touched files in one pass (the MERGE joined a million-row source with its target twice,
-docs/BENCHMARKS.md, "Bulk claim"); an UPDATE cannot insert, so new owners that are not yet consumers
+CHANGELOG.md, "Bulk claim"); an UPDATE cannot insert, so new owners that are not yet consumers
 of a group are created first, in a commit of their own. A selection that meets entries deleted from
 their stream is left to the MERGE path, which purges them.
 """
@@ -256,7 +256,7 @@ def _claim_as_files(
     """One attempt on a classic session: the count, then one commit of files that rewrites the PEL files
     holding the stale rows (``Plan.rewrites``) and writes the heads and the new owners' consumer rows
     (created where missing): one commit where a commit of consumers and a Delta UPDATE took two, and no
-    pass to find the files first (docs/BENCHMARKS.md, "Fleet recovery in one commit of files")."""
+    pass to find the files first (CHANGELOG.md, "Heads rewritten on the driver")."""
     decided: list[InPlaceDecision] = []
     txn: list[str] = []
 

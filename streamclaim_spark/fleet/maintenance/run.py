@@ -187,6 +187,7 @@ def maintain(
             report.vacuumed.bytes,
             before.log.usage.files,
             after.log.usage.files,
+            extra=C.PROGRESS,
         )
     return MaintenanceReport(
         store_path, retention, tuple(readers), tuple(stranded), tuple(reports), seconds=clock() - started

@@ -60,7 +60,7 @@ COMPACTION_ATTEMPTS = 3
 # auto compaction skipped (it is checked only where a commit adds small files). Compacting fewer would
 # leave the files it replaced on disk for the retention, which at a store's few live files is many times
 # the live data: after a 10-minute soak, 12x live after one run with 10 (1.0x after the next), for a
-# read of a bucket's files that costs little (bench.soak; docs/BENCHMARKS.md, "Maintenance").
+# read of a bucket's files that costs little (bench.soak; CHANGELOG.md, "Maintenance").
 MIN_SMALL_FILES = AUTO_COMPACT_MIN_FILES
 OPERATION = "MAINTAIN"
 

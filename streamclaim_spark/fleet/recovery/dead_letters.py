@@ -108,6 +108,7 @@ def copy_dead_letters(
         sum(counts.values()),
         len(counts),
         committed_version(session),
+        extra=C.PROGRESS,
     )
     return Copies(counts, sum(row["fatal"] for row in tallies))
 

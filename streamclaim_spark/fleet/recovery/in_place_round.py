@@ -3,9 +3,9 @@
 The groups of a round that only claim — nothing to acknowledge as dead-lettered, nothing to purge — to
 the one recovery consumer (``assign="consumer"``) have their rows rewritten in place, as ``claim_stale``
 does: the MERGE joined every claimed row with its target and rewrote it through the join (10,000
-groups, 1M entries: 17.4 s of a 29.3 s run, docs/BENCHMARKS.md). An UPDATE cannot insert, so the
-round's MERGE (which applies its other groups) first creates the recovery consumer where one of them
-lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its own.
+groups, 1M entries: 17.4 s of a 29.3 s run, CHANGELOG.md, "The in-place recovery round"). An UPDATE
+cannot insert, so the round's MERGE (which applies its other groups) first creates the recovery consumer
+where one of them lacks it (``missing_consumers``), as ``claims.in_place`` does in a commit of its own.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from streamclaim_spark.state.snapshot import Snapshot
 
 # Claims below which a round stays one MERGE: the UPDATE is a second commit (a third when the recovery
 # consumer is new), about 1.5 s each here, and rewrites rows faster only in bulk (10,000 groups of 100
-# entries: claim commit 17.4 s -> 5.3 s; 1,000 groups: run 25.9 s -> 22.0 s; docs/BENCHMARKS.md).
+# entries: claim commit 17.4 s -> 5.3 s; 1,000 groups: run 25.9 s -> 22.0 s; CHANGELOG.md, "The in-place
+# recovery round").
 MIN_CLAIMS = 100_000
 
 
@@ -80,7 +81,7 @@ def claim_rewrite(pairs: Sequence[Pair], rules: GroupRules, now: int, txn: str, 
     """The PEL rows ``claim_update`` claims, as a ``Rewrite`` of the files holding them: for a round whose
     every changed group claims in place on a classic session, committed as files with the heads and
     recovery consumers as the plan's writes (one commit, no Delta UPDATE: its pass that finds the files
-    to rewrite read every PEL row first; docs/BENCHMARKS.md, "Fleet recovery in one commit of files").
+    to rewrite read every PEL row first; CHANGELOG.md, "Heads rewritten on the driver").
 
     ``every_group`` is every group of the store: the condition names the partitions only when the
     buckets it rewrites hold other groups' rows too. Named, 10,000 of them cost 5-6 s in a new process

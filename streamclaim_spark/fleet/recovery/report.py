@@ -186,6 +186,7 @@ def log_scan(tallies: dict[Pair, GroupTally], groups: int) -> None:
         totals[ACK],
         totals[CLAIM],
         totals[PURGE],
+        extra=C.PROGRESS,
     )
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.engine.context import Context
@@ -215,6 +216,7 @@ def _log_committed(outcome: _Round, round_number: int) -> None:
         totals[ACK],
         totals[CLAIM],
         totals[PURGE],
+        extra=C.PROGRESS,
     )
 
 

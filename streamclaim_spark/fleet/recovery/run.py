@@ -34,6 +34,7 @@ from typing import Protocol
 
 from pyspark.sql import DataFrame
 
+from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.object_store import WriterSafety
@@ -137,6 +138,7 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
             len({g.key for g in groups}),
             list(options.streams),
             list(options.groups),
+            extra=C.PROGRESS,
         )
         reasons = _recover(runner, path, snapshot, options, run_id, [(g.key, g.name) for g in groups], done)
     except RecoverySelectionError:
@@ -150,7 +152,7 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
         log.info("%s", describe(group, policy_for(options, group.stream, group.group)[1]))
     if not options.dry_run:
         report = _record(runner, path, report)
-    log.info("recovery %s %s done (%s): %s", action, run_id, report.status, report.totals)
+    log.info("recovery %s %s done (%s): %s", action, run_id, report.status, report.totals, extra=C.PROGRESS)
     return report
 
 

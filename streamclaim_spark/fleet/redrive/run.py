@@ -103,7 +103,7 @@ def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None
     has_letters = is_delta_table(session, letters_path)
     pairs = select_pairs(runner, options, letters_path if has_letters else None)
     action = "dry run" if options.dry_run else "run"
-    log.info("redrive %s %s on %s: %d group(s) selected", action, run_id, path, len(pairs))
+    log.info("redrive %s %s on %s: %d group(s) selected", action, run_id, path, len(pairs), extra=C.PROGRESS)
     heartbeat = Heartbeat(session, path, run_id)
     try:
         if has_letters:
@@ -126,7 +126,7 @@ def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None
     report = replace(report, ended_at_ms=runner.clock())
     if not options.dry_run:
         report = _record(session, path, report)
-    log.info("redrive %s %s done (%s): %s", action, run_id, report.status, report.totals)
+    log.info("redrive %s %s done (%s): %s", action, run_id, report.status, report.totals, extra=C.PROGRESS)
     return report
 
 
@@ -209,7 +209,7 @@ def _redrive(
         back = back_entries(runner, outcome.version, outcome.txn, partitions)
     mark(session, letters_path, back, run_id, [run_id], runner.clock(), policy)
     totals: Counter[str] = sum(outcome.outcomes.values(), Counter())
-    log.info("redrive %s put back (state version %s): %s", run_id, outcome.version, dict(totals))
+    log.info("redrive %s put back (state version %s): %s", run_id, outcome.version, dict(totals), extra=C.PROGRESS)
     for (key, group), counts in sorted(outcome.outcomes.items()):
         log.info("%s/%s: %s", key, group, ", ".join(f"{counts[name]} {name}" for name in OUTCOMES if counts[name]))
     return replace(report, groups=dict(sorted(outcome.outcomes.items())))

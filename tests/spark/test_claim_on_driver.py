@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import DataFrame, SparkSession
 
-from streamclaim_spark import StaleSelection, StreamStore
+from streamclaim_spark import CommitMismatchError, StaleSelection, StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.backoff import parse_backoff
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import bucket_of, group_partition, stream_partition
-from streamclaim_spark.fleet.claims import in_place
+from streamclaim_spark.fleet.claims import driver_claim, in_place
 from streamclaim_spark.fleet.claims.driver_claim import stale_mask
 from streamclaim_spark.fleet.claims.selection import stale_condition
 from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA, in_schema
@@ -141,3 +143,29 @@ def test_claim_stale_on_the_driver_writes_the_rows_spark_writes_keeps_the_counts
     ]
     # Counted, decided and rewritten on the driver: not one Spark job (Spark's path ran 7 here).
     assert jobs == [0, 0, 0], jobs
+
+
+def test_a_claim_whose_rewrite_misses_a_row_it_decided_to_claim_fails_loudly_naming_both_counts(
+    templates: TemplateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    template = templates.template("claims on the driver", _build, clock=ManualClock(T0))
+    store = templates.copy(template, clock=ManualClock(T0 + 3 * HOUR))
+    real = driver_claim.claimed_on_driver
+    dropped: list[int] = []
+
+    def missing_one(claimed_rows: Callable[[pa.Table], pa.Array], *args: Any) -> Callable[[pa.Table], pa.Table]:
+        """The claim's rewrite, but its first claimed row left as it was: a bug the self-check must catch."""
+
+        def fewer(rows: pa.Table) -> pa.Array:
+            mask = claimed_rows(rows).to_pylist()
+            if not dropped and True in mask:
+                dropped.append(mask.index(True))
+                mask[dropped[0]] = False
+            return pa.array(mask, pa.bool_())
+
+        return real(fewer, *args)
+
+    monkeypatch.setattr(in_place, "claimed_on_driver", missing_one)
+    with pytest.raises(CommitMismatchError, match=r"with 39 claimed PEL rows where it decided 40;"):
+        store.claim_stale(StaleSelection(min_idle_ms=90 * MINUTE, groups=("g",)), "r")
+    assert len(dropped) == 1

@@ -44,6 +44,7 @@ from streamclaim_spark.fleet.claims.selection import (
     stale_condition,
     with_entry_exists,
 )
+from streamclaim_spark.state.commit_rows import pending_rows_written
 from streamclaim_spark.state.conflicts import stale_snapshot_error
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
@@ -245,7 +246,7 @@ def claim_in_place(
         return BatchClaim(runner.snapshot().frame().limit(0), {}, None, attempts)
     pairs = decision.claimed_pairs
     counts = {pair: decision.counts[pair] for pair in pairs}
-    _check_in_place_commit(runner, version, decision)
+    _check_in_place_commit(runner, version, decision, txn)
     claimed = claimed_frame(runner.table_at(version), [group_partition(*pair) for pair in pairs], txn)
     return BatchClaim(claimed, counts, version, attempts)
 
@@ -315,14 +316,22 @@ def _moved(decision: InPlaceDecision, owner: str) -> dict[str, dict[str | None, 
     return moved
 
 
-def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision) -> None:
-    """Fails loudly if the UPDATE rewrote other rows than decided (claims, heads, new owners' rows); a
-    commit of files (``_claim_as_files``) reports files, not rows: its guarded heads alone vouch for it."""
+def _check_in_place_commit(runner: Runner, version: int, decision: InPlaceDecision, txn: str) -> None:
+    """Fails loudly if the commit changed other rows than decided: an UPDATE's metrics against the claimed
+    entries, heads and new owners' rows; a commit of files (``_claim_as_files``), whose metrics count
+    files, by the claimed rows it wrote with its token, read back (state/commit_rows.py)."""
+    pairs = decision.claimed_pairs
+    claimed = sum(decision.counts[pair][0] for pair in pairs)
     changed = rows_changed(runner.session(), runner.state_path, version)
     if changed is None:
+        written = pending_rows_written(runner.session(), runner.state_path, version, txn)
+        if written != claimed:
+            raise CommitMismatchError(
+                f"CLAIM STALE committed version {version} with {written} claimed PEL rows where it decided "
+                f"{claimed}; the table's history shows the commit"
+            )
         return
-    pairs = decision.claimed_pairs
-    expected = sum(decision.counts[pair][0] for pair in pairs) + len(pairs)
+    expected = claimed + len(pairs)
     expected += sum(len(decision.winners[pair]) for pair in pairs)
     updated = changed.updated
     if updated != expected:

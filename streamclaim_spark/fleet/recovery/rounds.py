@@ -44,6 +44,7 @@ from streamclaim_spark.fleet.recovery.plan import (
 )
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
 from streamclaim_spark.fleet.recovery.rules import GroupRules
+from streamclaim_spark.state.commit_rows import pending_rows_written
 from streamclaim_spark.state.delta_txn import supports_transactions
 from streamclaim_spark.state.schema import in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
@@ -68,6 +69,10 @@ class _Round:
     in_place: dict[Pair, GroupMeta] = field(default_factory=dict)
     now: int = 0
     consumers_added: list[Pair] = field(default_factory=list)  # in-place groups whose head the MERGE bumped
+    # The groups the round claimed in its commit of files (when all its groups claim in place), and
+    # that commit's token, which the rows it claims carry.
+    rewritten: tuple[Pair, ...] = ()
+    txn: str = ""
 
 
 def claim_rounds(
@@ -260,7 +265,7 @@ def decide_round(
             touch_consumer(ctx, *pair, rules.options.consumer)
         every_group = [(meta.key, group) for meta in streams for group in meta.groups]
         ctx.plan.add_rewrite(claim_rewrite(sorted(in_place), rules, ctx.now, ctx.txn, every_group))
-        return _Round(tallies, read_version, None)
+        return _Round(tallies, read_version, None, rewritten=tuple(sorted(in_place)), txn=ctx.txn)
     if merged:
         partitions = [group_partition(*pair) for pair in merged]
         rows = classified
@@ -317,7 +322,14 @@ def _check_commit(runner: Runner, version: int | None, outcome: _Round, pairs: l
     if version is None:
         return
     changed = rows_changed(runner.session(), runner.state_path, version)
-    if changed is None:  # a round whose groups all claim in place: one commit of files, its heads guarded
+    if changed is None:  # a round whose groups all claim in place: one commit of files, its rows read back
+        claimed = sum(outcome.tallies[pair].outcomes[CLAIM] for pair in outcome.rewritten)
+        written = pending_rows_written(runner.session(), runner.state_path, version, outcome.txn)
+        if written != claimed:
+            raise CommitMismatchError(
+                f"claim commit {version} wrote {written} claimed PEL rows, but the run decided on {claimed}: "
+                "the per-group report would be wrong"
+            )
         return
     tallies = [outcome.tallies[pair] for pair in pairs if pair in outcome.tallies]
     deleted = sum(t.outcomes[ACK] + t.outcomes[PURGE] for t in tallies)

@@ -27,6 +27,7 @@ from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfi
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.fleet.claims import BatchClaim
 from streamclaim_spark.fleet.claims.selection import StaleSelection
+from streamclaim_spark.fleet.maintenance import CountReport
 from streamclaim_spark.fleet.recovery import recover_stale
 from streamclaim_spark.state.count_check import CountMismatch
 from streamclaim_spark.state.delta_txn import DeltaTransaction
@@ -189,8 +190,9 @@ def race(store: StreamStore, *writers: Callable[[], object]) -> list[tuple[objec
     def run(position: int, write: Callable[[], object]) -> None:
         try:
             result = write()
-            # A batched claim counts its attempts itself (its in-place path commits through its own runs).
-            attempts = result.attempts if isinstance(result, BatchClaim) else store.last_attempts
+            # A batched claim and a repair count their attempts themselves (a claim in place commits
+            # through runs of its own).
+            attempts = result.attempts if isinstance(result, BatchClaim | CountReport) else store.last_attempts
             outcomes[position] = (result, attempts)
         except BaseException as error:  # re-raised below, in the test's thread
             outcomes[position] = error
@@ -244,6 +246,27 @@ def test_commands_and_bulk_paths_racing_on_the_same_groups_leave_kept_counts_equ
     total, owners = recount(store)[("orders", "billing")]
     assert total == 7 - 2 + 2 + 2  # two acknowledged, two read by carol, two delivered to frank
     assert sum(owners.values()) == total - 1  # the XNACKed entry: XAUTOCLAIM's COUNT 2 took two before it
+
+
+def test_a_repair_racing_an_acknowledgement_of_the_same_group_loses_or_wins_cleanly_and_leaves_exact_counts(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    corrupt(spark, store, "orders", "billing", "alice", 7)
+    outcomes = race(
+        store,
+        lambda: store.verify_counts(repair=True),
+        lambda: store.execute("XACK", "orders", "billing", entry(0), entry(4)),
+    )
+    assert_one_re_ran(outcomes)
+    (report, _), (acknowledged, _) = outcomes
+    assert isinstance(report, CountReport) and report.repaired_version is not None
+    assert report.mismatches[0] == CountMismatch(
+        "orders", "billing", "alice", 7 - (report.attempts - 1), 4 - (report.attempts - 1)
+    )
+    assert acknowledged == 2
+    assert store.verify_counts().mismatches == ()
+    assert kept(store) == recount(store)
+    assert recount(store)[("orders", "billing")] == (5, {"alice": 3, "bob": 1})
 
 
 @pytest.mark.slow

@@ -123,7 +123,9 @@ class CountCheck:
 
 def check_counts(snapshot: Snapshot, partitions: Sequence[str] | None = None) -> CountCheck:
     """Compares every kept count of ``snapshot`` (only the groups of ``partitions`` when given) with a
-    recount of the PEL rows; two Spark jobs, one counting the heads, one comparing and collecting."""
+    recount of the PEL rows. Three Spark jobs whatever the number of groups: the heads counted by
+    whether they claim exact counts; the PEL rows of the group buckets counted per (group, owner), read
+    once and pinned (a row per owner, not per entry); the comparison, collecting the wrong groups' rows."""
     rows = snapshot.frame()
     heads = _heads(rows, snapshot, partitions)
     tally = {bool(row[IS_KEPT]): int(row["count"]) for row in heads.groupBy(IS_KEPT).count().collect()}
@@ -133,6 +135,7 @@ def check_counts(snapshot: Snapshot, partitions: Sequence[str] | None = None) ->
         .groupBy(C.PARTITION_ID, C.OWNER)
         .agg(F.count(F.lit(1)).alias(COUNTED))
         .join(kept.select(C.PARTITION_ID), C.PARTITION_ID, "left_semi")
+        .localCheckpoint(eager=True)  # the comparison uses it twice, and collects from it twice
     )
     compared = _compared(rows, kept, pel)
     wrong_partitions = compared.where(~F.col(KEPT).eqNullSafe(F.col(COUNTED))).select(C.PARTITION_ID).distinct()

@@ -10,6 +10,7 @@ racing on the same groups, each pair held at its commit until both are inside th
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -113,7 +114,11 @@ def summary_of(path: Path) -> dict[str, Any]:
 
 
 def test_counts_corrupted_by_hand_are_reported_exactly_then_repaired_in_one_commit_that_xpending_agrees_with(
-    spark: SparkSession, store: StreamStore, tmp_path: Path
+    spark: SparkSession,
+    store: StreamStore,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert (
         kept(store)
@@ -123,14 +128,19 @@ def test_counts_corrupted_by_hand_are_reported_exactly_then_repaired_in_one_comm
             ("orders", "shipping"): (3, {"carol": 3}),
         }
     )
-    assert store.verify_counts().mismatches == ()
     corrupt(spark, store, "orders", "billing", "alice", 7)
     corrupt(spark, store, "orders", "shipping", None, 9)
     # Readers trust the corrupted counts: XPENDING's summary answers from them.
     assert store.execute("XPENDING", "orders", "billing") == [7, entry(0), entry(6), [["alice", "7"], ["bob", "2"]]]
 
     summary_file = tmp_path / "verify.json"
-    assert verify_job(job_config(store), spark, summary_file=str(summary_file)) == EXIT_MISMATCH
+    with caplog.at_level(logging.WARNING, logger="streamclaim_spark.maintenance"):
+        assert verify_job(job_config(store), spark, summary_file=str(summary_file)) == EXIT_MISMATCH
+    assert [record.getMessage() for record in caplog.records if record.name == "streamclaim_spark.maintenance"] == [
+        "kept count differs from a recount: orders/billing: consumer 'alice': kept 7, counted 4",
+        "kept count differs from a recount: orders/shipping: the group's pending entries: kept 9, counted 3",
+    ]
+    assert capsys.readouterr().err == "streamclaim-maintain: 2 kept count(s) differ from a recount (not repaired)\n"
     verified = summary_of(summary_file)
     assert verified["mismatches"] == [
         {"stream": "orders", "group_name": "billing", "consumer": "alice", "kept": 7, "counted": 4},

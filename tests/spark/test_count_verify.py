@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from streamclaim_spark import StreamStore
-from streamclaim_spark.cli.maintain import EXIT_MISMATCH, EXIT_OK, verify_job
+from streamclaim_spark.cli.maintain import EXIT_MISMATCH, EXIT_OK, main, verify_job
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.partitions import group_partition
@@ -164,7 +164,8 @@ def test_counts_corrupted_by_hand_are_reported_exactly_then_repaired_in_one_comm
     history = DeltaTable.forPath(spark, store.state_path).history(1).collect()[0]
     assert history.userMetadata.startswith("REPAIR COUNTS ")
 
-    assert verify_job(job_config(store), spark, summary_file=str(summary_file)) == EXIT_OK
+    # The console script's way in (the test's session is the active one, which the job then uses).
+    assert main(["--store", store.path, "--verify", "--summary-file", str(summary_file)]) == EXIT_OK
     assert summary_of(summary_file)["mismatches"] == []
     # Repaired, not left behind: both groups claim exact counts again, and they are the recount's.
     assert kept(store) == recount(store)

@@ -32,7 +32,7 @@ from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.fleet import bulk, claims, maintenance
 from streamclaim_spark.fleet.bulk import BulkAck, BulkAckDel, BulkAppend, BulkDelivery, NewGroup
 from streamclaim_spark.fleet.claims import BatchClaim, ClaimRequest, StaleSelection
-from streamclaim_spark.fleet.maintenance import MaintenanceReport
+from streamclaim_spark.fleet.maintenance import CountReport, MaintenanceReport
 from streamclaim_spark.fleet.redrive import RedriveOptions, RedriveReport
 from streamclaim_spark.fleet.redrive import run as redriving
 from streamclaim_spark.pipeline import DEFAULT_MAX_BATCH, Pipeline
@@ -297,6 +297,12 @@ class StreamStore:
             ignore_readers=ignore_readers,
             rows_per_file=self.rows_per_file,
         )
+
+    def verify_counts(self, repair: bool = False) -> CountReport:
+        """Recounts every group's and consumer's pending entries (one Spark job) and reports each kept count
+        that differs where its group claims exact counts (see fleet.maintenance.verify_counts); with
+        ``repair``, rewrites the wrong ones in one commit guarded on the groups' heads, as any writer's."""
+        return maintenance.verify_counts(self.runner, self.path, repair=repair)
 
     # --- Redis --------------------------------------------------------------------------------------------
 

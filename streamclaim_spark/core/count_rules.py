@@ -30,12 +30,17 @@ class CountInputs:
     ``recounts``: per group partition whose counts were not kept, its stored PEL rows per owner
     (counted by the caller where the PEL is small enough to read on the driver);
     ``unread``: group partitions whose stored PEL must not be recounted (the commit removes rows of it,
-    perhaps from files it drops unread): their counts stay kept only if they were."""
+    perhaps from files it drops unread): their counts stay kept only if they were;
+    ``repaired``: per group partition, its whole stored PEL per owner as the plan's own recount found it
+    on the snapshot its guards hold (a repair of wrong kept counts, fleet/maintenance/verify.py): the
+    counts the commit starts from instead of the kept ones, while the stored head still says they are
+    kept (a head left behind since is counted as any other)."""
 
     uncounted: Set[str] = frozenset()
     appended: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)
     recounts: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)
     unread: Set[str] = frozenset()
+    repaired: Mapping[str, Mapping[str | None, int]] = field(default_factory=dict)
 
 
 def group_head_key(partition: str) -> Key:
@@ -114,8 +119,8 @@ def _counted_group(
         if key in changes or _stored_count(group_rows.get(key)) != count:
             final[key] = {**row, C.PENDING_COUNT: count}
     named = {key[4] for key in consumers}
-    for owner, delta in owners.items():
-        if owner is not None and owner not in named and base_owners.get(owner, 0) + delta != 0:
+    for owner in owners.keys() | base_owners.keys():
+        if owner is not None and owner not in named and base_owners.get(owner, 0) + owners.get(owner, 0) != 0:
             return {head_key: _uncounted(head)}  # entries owned by a consumer with no row: not counted
     if base_total + total < 0:
         return {head_key: _uncounted(head)}
@@ -159,10 +164,13 @@ def _consumers_after(
 def _base_counts(
     partition: str, stored_head: Row | None, group_rows: Mapping[Key, Row], inputs: CountInputs
 ) -> tuple[int, dict[str | None, int]] | None:
-    """The counts before the commit: none for a new group, the kept ones, or the caller's recount;
-    None when none of them is known."""
+    """The counts before the commit: none for a new group, a repair's recount or the kept ones, or the
+    caller's recount; None when none of them is known."""
     if stored_head is None:
         return 0, {}
+    repaired = inputs.repaired.get(partition)
+    if repaired is not None and counts_kept(stored_head):
+        return sum(repaired.values()), dict(repaired)
     if counts_kept(stored_head):
         owners: dict[str | None, int] = {}
         for key, row in group_rows.items():

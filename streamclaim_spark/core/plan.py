@@ -54,6 +54,9 @@ class Plan:
     # Per group partition, how many PEL rows the plan's appends and rewrites add (or, negative, take)
     # per owner (None: no owner), as their callers counted them.
     counted_pending: dict[str, dict[str | None, int]] = field(default_factory=dict)
+    # Per group partition, its whole PEL per owner as the plan's decision recounted it (a repair of wrong
+    # kept counts): what the commit counts from instead of the stored counts (core/count_rules.py).
+    recounted: dict[str, dict[str | None, int]] = field(default_factory=dict)
 
     def add(self, write: Write) -> None:
         self.writes.append(write)

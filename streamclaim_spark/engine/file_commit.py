@@ -171,7 +171,7 @@ def _count_inputs(plan: Plan) -> CountInputs:
         owners = changes.setdefault(partition, {})
         for owner, n in removal.removed_owners.items():
             owners[owner] = owners.get(owner, 0) - n
-    return CountInputs(frozenset(uncounted), changes, unread=frozenset(unread))
+    return CountInputs(frozenset(uncounted), changes, unread=frozenset(unread), repaired=plan.recounted)
 
 
 def _appended(txn: DeltaTransaction, plan: Plan, overlaid: pa.Table | None, rows_per_file: int) -> list[Any]:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from streamclaim_spark.cli import flags, recover, redrive
+from streamclaim_spark.cli import flags, maintain, recover, redrive
 from streamclaim_spark.cli.serve import build_parser as server_parser
 from streamclaim_spark.cli.serve import overrides_from as server_overrides
 from streamclaim_spark.errors import ConfigError
@@ -104,3 +104,18 @@ def test_a_store_url_flag_is_kept_as_given_by_both_console_scripts(store: str) -
     )
     server_args = server_parser().parse_args(["--store", store])
     assert server_overrides(server_args, {})[("store", "path")] == (store, "--store")
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--repair"], "--repair goes with --verify"),
+        (["--verify", "--retain", "1h"], "--verify checks the kept counts instead of maintaining"),
+        (["--verify", "--ignore-readers"], "--verify checks the kept counts instead of maintaining"),
+    ],
+)
+def test_maintenance_flags_that_do_not_go_with_a_count_check_are_refused_before_spark_starts(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert maintain.main(["--store", "/nowhere", *argv]) == maintain.EXIT_CONFIG
+    assert said in capsys.readouterr().err

@@ -113,3 +113,26 @@ def test_rows_moved_or_removed_as_their_caller_counted_them_keep_the_counts() ->
     assert counts_after({HEAD: head(5, 2, 4)}, CountInputs(appended={PARTITION: {"alice": -3}})) == {
         "head": (None, None)
     }
+
+
+def test_a_repair_counts_from_its_recount_instead_of_the_wrong_kept_counts_while_the_head_still_claims_them() -> None:
+    # Kept at version 4 but wrong: the head says 5 and alice 3, where the PEL holds alice's two entries.
+    wrong = as_stored(head(4, 5, 4), consumer("alice", 3), consumer("bob", 0))
+    changes = {HEAD: head(5, 2, 5)}
+    repair = CountInputs(repaired={PARTITION: {"alice": 2}})
+    rows = counted_rows({PARTITION}, {**wrong, **STORED_PEL}, changes, {PARTITION: wrong}, repair)
+    assert {key[4]: (row[C.PENDING_COUNT], row.get(C.COUNTED_VERSION)) for key, row in rows.items()} == {
+        None: (2, 5),
+        "alice": (2, None),
+    }
+    # Left behind since the repair read it: the recount is not trusted, the counts stay behind.
+    behind = as_stored(head(4, 5, 3), consumer("alice", 3), consumer("bob", 0))
+    rows = counted_rows({PARTITION}, {**behind, **STORED_PEL}, changes, {PARTITION: behind}, repair)
+    assert rows == {HEAD: {**head(5, 2, 5), C.PENDING_COUNT: None, C.COUNTED_VERSION: None}}
+
+
+def test_entries_of_an_owner_with_no_consumer_row_leave_the_counts_behind() -> None:
+    behind = as_stored(head(4, 2, 3), consumer("bob", None))
+    recount = CountInputs(recounts={PARTITION: {"alice": 2}})
+    rows = counted_rows({PARTITION}, {**behind, **STORED_PEL}, {HEAD: head(5, 2, 3)}, {PARTITION: behind}, recount)
+    assert rows == {HEAD: {**head(5, 2, 3), C.PENDING_COUNT: None, C.COUNTED_VERSION: None}}

@@ -22,6 +22,7 @@ from streamclaim_spark.fleet.recovery.plan import ACK, CLAIM, FRESH, POISON, PUR
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
 from streamclaim_spark.state.companion_schema import RECOVERY_GROUP_SCHEMA
+from streamclaim_spark.state.count_check import CountMismatch
 
 # The run's log lines name the job, not the module that writes them (docs/RECOVERY.md shows them).
 log = logging.getLogger("streamclaim_spark.fleet.recovery")
@@ -83,7 +84,9 @@ class RecoveryReport:
     ``recorded`` says whether the run's row was appended to ``recovery_runs`` (never for dry runs).
     ``writer_mode`` is the store's (object_store.py): ``single-writer`` when it was opened on that promise.
     ``dead_letter_reasons`` counts the run's dead letters by why they died (``XNACK FATAL``,
-    ``max-deliveries exceeded``); each row's own reason is in ``dead_letters``.
+    ``max-deliveries exceeded``); each row's own reason is in ``dead_letters``. ``count_mismatches``: a
+    dry run's check of the selected groups' kept pending counts, each that differs from a recount (None:
+    not checked, a run that is not dry).
     """
 
     run_id: str
@@ -97,6 +100,7 @@ class RecoveryReport:
     recorded: bool = False
     writer_mode: WriterMode = MULTI_WRITER
     dead_letter_reasons: Mapping[str, int] = field(default_factory=dict)
+    count_mismatches: tuple[CountMismatch, ...] | None = None
 
     @property
     def totals(self) -> dict[str, int]:
@@ -125,6 +129,9 @@ class RecoveryReport:
             "totals": self.totals,
             "dead_letter_reasons": dict(sorted(self.dead_letter_reasons.items())),
             "groups": [g.to_dict() for g in self.groups],
+            "count_mismatches": None
+            if self.count_mismatches is None
+            else [mismatch.to_json() for mismatch in self.count_mismatches],
         }
 
     def run_row(self) -> tuple[Any, ...]:

@@ -22,13 +22,15 @@ A run costs the same few commits whatever the number of groups (docs/RECOVERY.md
 A step-3 commit that loses a race to a consumer or another run does not start over for every group: the
 groups whose heads changed are set aside into a later, smaller commit, and after ``MAX_CLAIM_ROUNDS``
 commits the ones still contended are reported as skipped (rounds.py). A dry run computes step 3's numbers
-and writes nothing.
+and writes nothing; it also checks the selected groups' kept pending counts against a recount
+(state/count_check.py) and reports each that differs.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -38,6 +40,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.object_store import WriterSafety
+from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.core.policies import policy_for
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.runner import Runner
@@ -73,6 +76,7 @@ from streamclaim_spark.fleet.recovery.rounds import MAX_CLAIM_ROUNDS, claim_roun
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.columns import by_bytes
 from streamclaim_spark.state.companion_schema import RECOVERY_RUNS_SCHEMA
+from streamclaim_spark.state.count_check import CountMismatch, check_counts
 from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.state.tables import ensure_recovery_runs_table
 
@@ -141,13 +145,22 @@ def recover_stale(store: RecoveryStore, options: RecoveryOptions, *, run_id: str
             extra=C.PROGRESS,
         )
         reasons = _recover(runner, path, snapshot, options, run_id, [(g.key, g.name) for g in groups], done)
+        mismatches = _count_mismatches(snapshot, groups) if options.dry_run else None
     except RecoverySelectionError:
         raise
     except Exception as error:
         failed = _failed(runner, path, report, done, error)
         raise RecoveryFailedError(f"recovery run {failed.run_id} failed: {failed.error}", failed) from error
     reports = in_name_order(done)
-    report = _finished(replace(report, ended_at_ms=runner.clock(), groups=reports, dead_letter_reasons=reasons))
+    report = _finished(
+        replace(
+            report,
+            ended_at_ms=runner.clock(),
+            groups=reports,
+            dead_letter_reasons=reasons,
+            count_mismatches=mismatches,
+        )
+    )
     for group in reports:
         log.info("%s", describe(group, policy_for(options, group.stream, group.group)[1]))
     if not options.dry_run:
@@ -245,6 +258,17 @@ def _recover(
         withdraw_copies(runner, path, run_id, withdrawals)
         return reasons_of(runner, path, run_id)  # the copies left, by reason
     return copied.reasons()
+
+
+def _count_mismatches(snapshot: Snapshot, groups: Sequence[GroupMeta]) -> tuple[CountMismatch, ...]:
+    """A dry run's check of the selected groups' kept counts against a recount (state/count_check.py):
+    each that differs is logged and reported; repairing is ``streamclaim-maintain --verify --repair``'s."""
+    check = check_counts(snapshot, [group_partition(group.key, group.name) for group in groups])
+    for mismatch in check.mismatches:
+        log.warning(
+            "kept count differs from a recount: %s (streamclaim-maintain --verify --repair)", mismatch.describe()
+        )
+    return tuple(check.mismatches)
 
 
 def _log_policies(rules: GroupRules) -> None:

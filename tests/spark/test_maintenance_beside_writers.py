@@ -8,9 +8,6 @@ transaction open past ``MAX_TRANSACTION_MS`` refuses its commit and re-runs; orp
 
 from __future__ import annotations
 
-import os
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from streamclaim_spark.cli.maintain import EXIT_OK, run_job
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.retention import MAX_TRANSACTION_MS, ORPHAN_RETENTION_MS
 from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
+from tests.background import age, in_thread
 
 pytestmark = pytest.mark.spark
 
@@ -32,13 +30,6 @@ def data_files(table: str) -> list[Path]:
     return [path for path in Path(table).rglob("*.parquet") if "_delta_log" not in path.parts]
 
 
-def age(paths: list[Path], by_ms: int) -> None:
-    """Sets the files' modification time ``by_ms`` into the past."""
-    then = time.time() - by_ms / 1000
-    for path in paths:
-        os.utime(path, (then, then))
-
-
 def run_maintenance(store: StreamStore, spark: SparkSession, retain_ms: int) -> int:
     config = AppConfig(
         store=StoreConfig(path=store.path, history_retention_ms=retain_ms),
@@ -46,21 +37,6 @@ def run_maintenance(store: StreamStore, spark: SparkSession, retain_ms: int) -> 
         recover_stale=RecoveryOptions(),
     )
     return run_job(config, spark, ignore_readers=True)
-
-
-def in_thread(work: Any) -> tuple[threading.Thread, list[Any]]:
-    """Runs ``work`` in a thread; its result (or the exception it raised) lands in the list."""
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except BaseException as error:  # the test asserts on it
-            out.append(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
 
 
 def filled(store: StreamStore) -> None:

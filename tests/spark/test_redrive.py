@@ -19,13 +19,9 @@ import os
 import signal
 import subprocess
 import sys
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from chispa import assert_df_equality
@@ -46,6 +42,7 @@ from streamclaim_spark.fleet.redrive.letters import ADOPT_AFTER_MS
 from streamclaim_spark.fleet.redrive.report import RedriveReport
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.tables import table_path
+from tests.background import Pause, age, in_thread
 from tests.clock import ManualClock
 from tests.fixtures import TEST_SPARK_CONF, TemplateStores
 from tests.spark.test_recovery import PENDING_SCHEMA, at, dead_letters, pending
@@ -286,7 +283,7 @@ store.redrive(RedriveOptions(streams=("orders",)), run_id="killed")
     # A run while the killed run's heartbeat is fresh leaves the letters alone (the taker may be running).
     early = store.redrive(RedriveOptions(streams=("orders",)), run_id="early")
     assert (early.adopted, early.groups) == (0, {})
-    age(heartbeat_file(store, "killed"), GONE_AFTER_MS + 1_000)  # no renewal for over a minute: gone
+    age([heartbeat_file(store, "killed")], GONE_AFTER_MS + 1_000)  # no renewal for over a minute: gone
     store.clock.now = T_REDRIVE + ADOPT_AFTER_MS  # type: ignore[attr-defined]
     report = store.redrive(RedriveOptions(streams=("orders",)), run_id="again")
 
@@ -303,41 +300,21 @@ def heartbeat_file(store: StreamStore, run_id: str) -> Path:
     return Path(store.path) / HEARTBEAT_DIR / run_id
 
 
-def age(path: Path, by_ms: int) -> None:
-    then = time.time() - by_ms / 1000
-    os.utime(path, (then, then))
-
-
-def in_thread(work: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
-    """Runs ``work`` in a thread; what it returned or raised lands in the list."""
-    out: list[object] = []
-
-    def run() -> None:
-        try:
-            out.append(work())
-        except Exception as error:  # the test asserts on it
-            out.append(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
-def paused_in(
-    thread_of: list[threading.Thread], real: Callable[..., object]
-) -> tuple[Callable[..., object], threading.Event, threading.Event, list[int]]:
-    """``real`` that, in the thread ``thread_of`` names, stops on its first call until resumed."""
-    paused, resume, calls = threading.Event(), threading.Event(), [0]
-
-    def wrapper(*args: object, **kwargs: object) -> object:
-        if thread_of and threading.current_thread() is thread_of[0]:
-            calls[0] += 1
-            if calls[0] == 1:
-                paused.set()
-                assert resume.wait(300)
-        return real(*args, **kwargs)
-
-    return wrapper, paused, resume, calls
+def adopted_while_paused(
+    store: StreamStore, options: RedriveOptions, pause: Pause, monkeypatch: pytest.MonkeyPatch
+) -> tuple[RedriveReport, object]:
+    """Runs redrive "slow" until ``pause`` stops it, takes it for gone (no renewal, its heartbeat aged past
+    GONE_AFTER_MS), runs "adopter" to its end, then lets "slow" go on; returns the adopter's report and
+    what "slow" returned or raised."""
+    monkeypatch.setattr(heartbeat_module, "RENEW_SECONDS", 3_600.0)  # the paused process renews no more
+    thread, out = in_thread(lambda: store.redrive(options, run_id="slow"), name=pause.thread_name)
+    assert pause.paused.wait(300)
+    age([heartbeat_file(store, "slow")], GONE_AFTER_MS + 1_000)
+    adopter = store.redrive(options, run_id="adopter")
+    pause.resume()
+    thread.join()
+    [slow] = out
+    return adopter, slow
 
 
 def each_entry_back_once(store: StreamStore, redriven_by: str) -> None:
@@ -355,34 +332,18 @@ def test_a_run_taken_for_gone_while_paused_inside_its_put_back_loses_it_to_the_a
 ) -> None:
     assert store.execute("XDEL", "orders", ORDERS[1]) == 1  # e1 comes back as a new entry of orders-redriven
     options = RedriveOptions(streams=("orders",), to_stream="orders-redriven")
-    slow: list[threading.Thread] = []
     # Paused after its snapshot and its check that it holds its letters, before its commit.
-    plan, paused, resume, _ = paused_in(slow, put_back_module._plan)
-    monkeypatch.setattr(put_back_module, "_plan", plan)
-    attempts: list[int] = []
-    real_classify = put_back_module._classify
+    pause = Pause(put_back_module._plan, "redrive-slow")
+    attempts = Pause(put_back_module._classify, pause.thread_name, stops=False)  # once an attempt
+    monkeypatch.setattr(put_back_module, "_plan", pause)
+    monkeypatch.setattr(put_back_module, "_classify", attempts)
 
-    def counted_classify(*args: Any, **kwargs: Any) -> Any:
-        if threading.current_thread() is slow[0]:
-            attempts.append(1)
-        return real_classify(*args, **kwargs)
-
-    monkeypatch.setattr(put_back_module, "_classify", counted_classify)
-    monkeypatch.setattr(heartbeat_module, "RENEW_SECONDS", 3_600.0)  # the paused process renews no more
-    thread, out = in_thread(lambda: store.redrive(options, run_id="slow"))
-    slow.append(thread)
-    assert paused.wait(300)
-    age(heartbeat_file(store, "slow"), GONE_AFTER_MS + 1_000)
-
-    adopter = store.redrive(options, run_id="adopter")
-    resume.set()
-    thread.join()
+    adopter, lost = adopted_while_paused(store, options, pause, monkeypatch)
 
     assert (adopter.adopted_runs, adopter.adopted) == (("slow",), 3)
     assert (adopter.totals["redriven"], adopter.totals["re_added"]) == (2, 1)
-    [lost] = out
     assert isinstance(lost, RedriveFailedError) and lost.report.status == "adopted"
-    assert len(attempts) == 2  # its first attempt lost its commit; the re-run found the letters gone
+    assert attempts.calls == 2  # its first attempt lost its commit; the re-run found the letters gone
     each_entry_back_once(store, "adopter")
 
 
@@ -391,22 +352,13 @@ def test_a_run_taken_for_gone_while_paused_between_its_put_back_and_its_mark_is_
 ) -> None:
     assert store.execute("XDEL", "orders", ORDERS[1]) == 1
     options = RedriveOptions(streams=("orders",), to_stream="orders-redriven")
-    slow: list[threading.Thread] = []
-    mark, paused, resume, _ = paused_in(slow, letters_module.mark)
-    monkeypatch.setattr(redrive_run, "mark", mark)
-    monkeypatch.setattr(heartbeat_module, "RENEW_SECONDS", 3_600.0)
-    thread, out = in_thread(lambda: store.redrive(options, run_id="slow"))
-    slow.append(thread)
-    assert paused.wait(300)
-    age(heartbeat_file(store, "slow"), GONE_AFTER_MS + 1_000)
+    pause = Pause(letters_module.mark, "redrive-slow")
+    monkeypatch.setattr(redrive_run, "mark", pause)
 
-    adopter = store.redrive(options, run_id="adopter")
-    resume.set()
-    thread.join()
+    adopter, finished = adopted_while_paused(store, options, pause, monkeypatch)
 
     # The slow run's put-back had landed: the adopter only marks its letters, by the rows it wrote.
     assert (adopter.adopted_runs, adopter.adopted, adopter.groups) == (("slow",), 3, {})
-    [finished] = out
     assert isinstance(finished, RedriveReport) and finished.status == "succeeded"
     assert (finished.totals["redriven"], finished.totals["re_added"]) == (2, 1)
     each_entry_back_once(store, "slow")

@@ -18,6 +18,7 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.cli.maintain import EXIT_OK, run_job
 from streamclaim_spark.core.config import AppConfig, RecoveryOptions, SparkConfig, StoreConfig
 from streamclaim_spark.core.retention import MAX_TRANSACTION_MS, ORPHAN_RETENTION_MS
+from streamclaim_spark.fleet.maintenance.upkeep import Vacuum
 from streamclaim_spark.testing.commit_gate import CommitGate, commit_gate
 from tests.background import age, in_thread
 
@@ -110,3 +111,24 @@ def test_maintenance_removes_an_orphan_only_once_it_is_older_than_a_day(
     age([old], ORPHAN_RETENTION_MS + MINUTE_MS)
     assert run_maintenance(store, spark, MINUTE_MS) == EXIT_OK
     assert young.exists() and not old.exists()
+
+
+def test_a_log_cut_before_lite_vacuum_ran_resets_its_mark_once_and_vacuums_by_the_log_after(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    filled(store)
+    log_folder = Path(store.state_path) / "_delta_log"
+    assert store.maintain(MINUTE_MS).tables[0].swept == Vacuum()  # LITE from the log's first commit: no reset
+    for _ in range(2):  # commits aged past the retention: a checkpoint is written, then the log cut before it
+        age(list(log_folder.iterdir()), 2 * MINUTE_MS)
+        store.maintain()
+    assert not (log_folder / f"{0:020d}.json").exists()
+    (log_folder / "_last_vacuum_info").unlink()  # as a store older than LITE vacuums leaves it
+
+    reset = store.maintain()
+    assert reset.tables[0].to_json()["lite_mark_reset"] is True
+    # From the mark on, LITE reads the log again: the next run vacuums without a reset.
+    after = store.maintain()
+    assert after.tables[0].to_json()["lite_mark_reset"] is False
+    assert store.execute("XPENDING", "orders", "billing")[0] == 2
+    assert spark.read.format("delta").load(store.state_path).count() > 0

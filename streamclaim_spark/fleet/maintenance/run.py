@@ -89,6 +89,7 @@ class TableReport:
             "compaction": self.compaction.to_json(),
             "retention_set": self.retention_set,
             "log_cleaned": self.log_cleaned,
+            "lite_mark_reset": self.swept.lite_repaired,
             "commits": self.commits,
         }
 

@@ -114,7 +114,7 @@ def redrive(store: RecoveryStore, options: RedriveOptions, *, run_id: str | None
         message = f"{type(error).__name__}: {error}"[:_MAX_ERROR_CHARS]
         status = ADOPTED if isinstance(error, RedriveAdoptedError) else FAILED
         failed = replace(report, ended_at_ms=runner.clock(), status=status, error=message)
-        log.error("redrive %s %s failed: %s", action, run_id, message)
+        log.error("redrive %s %s %s: %s", action, run_id, status, message)
         if not options.dry_run:
             try:
                 failed = _record(session, path, failed)

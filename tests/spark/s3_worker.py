@@ -42,9 +42,6 @@ def s3a_settings(endpoint: str) -> dict[str, str]:
         "spark.hadoop.fs.s3a.access.key": "testing",
         "spark.hadoop.fs.s3a.secret.key": "testing",
         "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        # moto's server answers an upload's "Expect: 100-continue" with an error S3 never gives: files
-        # copied up from the driver (a file system's copyFromLocalFile) fail without this.
-        "spark.hadoop.fs.s3a.connection.expect.continue": "false",
     }
 
 

@@ -20,47 +20,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from bench.moto import moto_server
+
 BUCKET = "floor"
 SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64())])
-
-
-@contextmanager
-def moto_server(port: int) -> Iterator[str]:
-    """moto's S3 server on ``port`` with an empty bucket; yields its endpoint."""
-    import boto3  # type: ignore[import-untyped]
-
-    server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        keys = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
-        boto3.client("s3", endpoint_url=endpoint, **keys).create_bucket(Bucket=BUCKET)
-        yield endpoint
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def timed(commits: int, commit: Callable[[int], None]) -> dict[str, float]:
@@ -104,7 +75,9 @@ def jvm_commits(spark: object, path: str, commits: int) -> dict[str, float]:
                 source.getFileSystem(hadoop_conf), source, target.getFileSystem(hadoop_conf), target, True, hadoop_conf
             )
         add = {"path": name, "partitionValues": {}, "size": size, "modificationTime": int(time.time() * 1000)}
-        action = jvm.org.apache.spark.sql.delta.actions.Action.fromJson(json.dumps({"add": {**add, "dataChange": True}}))
+        action = jvm.org.apache.spark.sql.delta.actions.Action.fromJson(
+            json.dumps({"add": {**add, "dataChange": True}})
+        )
         operation = write(jvm.org.apache.spark.sql.SaveMode.Append, none, none, none, none, none, none, none, none)
         txn.commit(scala_seq(jvm, [action]), operation)
 
@@ -134,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from tests.spark.s3_worker import s3a_settings
 
     results: dict[str, dict[str, float]] = {}
-    with moto_server(args.port) as endpoint, tempfile.TemporaryDirectory() as folder:
+    with moto_server(args.port, BUCKET) as endpoint, tempfile.TemporaryDirectory() as folder:
         spark = build_session(conf={"spark.ui.enabled": "false", **s3a_settings(endpoint)})
         results["jvm local"] = jvm_commits(spark, f"{folder}/jvm", args.commits)
         results["jvm s3a"] = jvm_commits(spark, f"s3a://{BUCKET}/jvm", args.commits)

@@ -23,6 +23,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import parse_id
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.object_store import WriterSafety
+from streamclaim_spark.core.placement import Placement, configure
 from streamclaim_spark.core.replies import decoded, encoded
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.engine.context import Context
@@ -92,6 +93,7 @@ class StreamStore:
         *,
         single_writer: bool = False,
         decode_responses: bool = True,
+        placement: Placement | None = None,
     ) -> StreamStore:
         """Opens the store at ``path`` (any Hadoop path), creating its Delta tables if missing.
 
@@ -112,6 +114,9 @@ class StreamStore:
             decode_responses: What ``execute`` returns for entries' field names and values, as in
                 redis-py: ``str`` (the default; a payload that is not UTF-8 raises PayloadNotTextError
                 naming the entry), or False for ``bytes`` exactly as stored.
+            placement: Where work runs, the driver or Spark, and the thresholds between them
+                (``[store.placement]``, core/placement.py); the process's, so it applies to every store
+                of this Spark application. None keeps the current one (the defaults until set).
 
         Example::
 
@@ -123,6 +128,8 @@ class StreamStore:
             raise InvalidArgumentError(f"rows_per_file={rows_per_file}: give a positive row count, or 0 for no limit")
         if not path:
             raise InvalidArgumentError("path: give the folder of the store, e.g. /data/streams or s3a://bucket/streams")
+        if placement is not None:
+            configure(placement)
         session = spark if spark is not None else active_or_new_session()
         require_delta(session)
         safety = writer_safety(session, path, single_writer=single_writer)

@@ -166,7 +166,9 @@ def verify_job(
         if refused is not None:
             return _fail(*refused)
         try:
-            store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+            store = StreamStore.open(
+                config.store.path, spark=session, single_writer=config.store.single_writer, placement=config.placement
+            )
         except StoreLayoutError as error:
             return _fail(EXIT_CONFIG, f"{error} (or run streamclaim-recover --upgrade-layout)")
         report = store.verify_counts(repair=repair)

@@ -195,7 +195,9 @@ def run_job(
             print_line({"store": config.store.path, "upgraded": upgraded}, summary_file)
             return EXIT_OK
         try:
-            store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+            store = StreamStore.open(
+                config.store.path, spark=session, single_writer=config.store.single_writer, placement=config.placement
+            )
         except StoreLayoutError as error:
             return _fail(EXIT_CONFIG, f"{error} (or run {PROG} --upgrade-layout --store {config.store.path})")
         return _recover_and_report(store, config, summary_file, maintain, metrics or MetricsTargets())

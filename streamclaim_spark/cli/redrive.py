@@ -112,7 +112,9 @@ def run_job(config: AppConfig, spark: SparkSession | None = None, summary_file: 
         if refused is not None:
             return _fail(*refused)
         try:
-            store = StreamStore.open(config.store.path, spark=session, single_writer=config.store.single_writer)
+            store = StreamStore.open(
+                config.store.path, spark=session, single_writer=config.store.single_writer, placement=config.placement
+            )
         except StoreLayoutError as error:
             return _fail(
                 EXIT_CONFIG, f"{error} (or run streamclaim-recover --upgrade-layout --store {config.store.path})"

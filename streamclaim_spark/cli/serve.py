@@ -110,7 +110,9 @@ def serve(config: AppConfig) -> int:
     spark = session_from_config(replace(config.spark, app_name=PROG))
     try:
         try:
-            store = StreamStore.open(config.store.path, spark=spark, single_writer=config.store.single_writer)
+            store = StreamStore.open(
+                config.store.path, spark=spark, single_writer=config.store.single_writer, placement=config.placement
+            )
         except UnsafeObjectStoreError as error:
             print(f"{PROG}: {error}", file=sys.stderr)
             return 2

@@ -34,6 +34,7 @@ from streamclaim_spark.core.conf_keys import (
     value_parser,
 )
 from streamclaim_spark.core.durations import parse_duration_ms
+from streamclaim_spark.core.placement import Placement
 from streamclaim_spark.errors import InvalidArgumentError
 
 DEFAULT_DATABASE = "streamclaim"
@@ -317,6 +318,7 @@ class AppConfig:
     sources: tuple[str, ...] = ()
     server: ServerConfig = field(default_factory=ServerConfig)
     redrive: RedriveOptions = field(default_factory=RedriveOptions)
+    placement: Placement = field(default_factory=Placement)
 
 
 # --- a key's value, parsed ------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from streamclaim_spark.core.config import (
     StoreConfig,
     resolve_store_path,
 )
+from streamclaim_spark.core.placement import Placement
 from streamclaim_spark.core.policies import RecoveryPolicy, parse_policies
 from streamclaim_spark.errors import ConfigError
 
@@ -34,7 +35,7 @@ LOCAL_FILE = "local.toml"
 # --- the schema, derived from the fields ----------------------------------------------------------------
 
 
-_SECTIONS = (StoreConfig, SparkConfig, RecoveryOptions, ServerConfig, RedriveOptions)
+_SECTIONS = (StoreConfig, Placement, SparkConfig, RecoveryOptions, ServerConfig, RedriveOptions)
 
 
 # Every key a file may set. ``spark.conf`` takes any ``spark.*`` key.
@@ -181,6 +182,7 @@ def load_config(
         sources=tuple(str(p) for p in layers),
         server=_build(merged, ServerConfig),
         redrive=_build(merged, RedriveOptions),
+        placement=_build(merged, Placement),
     )
 
 

@@ -37,17 +37,18 @@ from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.plan import Plan
 from streamclaim_spark.engine.file_removals import check_apart, removal_query, remove_rows
 from streamclaim_spark.engine.merge_source import source_of
 from streamclaim_spark.engine.written_rows import (
-    DRIVER_ROWS_MAX,
     WRITE_ORDER,
     as_state_rows,
     in_write_order,
     rewrite_written_rows,
 )
 from streamclaim_spark.errors import InvalidArgumentError
+from streamclaim_spark.state.add_files import row_count
 from streamclaim_spark.state.commit_settings import (
     AUTO_COMPACT,
     AUTO_COMPACT_MIN_NUM_FILES,
@@ -60,8 +61,7 @@ from streamclaim_spark.state.delta_txn import (
     TXN_VERSION,
     DeltaTransaction,
     active_session,
-    row_count,
-    supports_transactions,
+    commits_files,
 )
 from streamclaim_spark.state.schema import COLUMN_NAMES, bucket_column
 from streamclaim_spark.state.small_files import record_commit, small_file_change, worth_compacting
@@ -76,7 +76,7 @@ def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = F
     appended, removed or rewritten, or heads in bulk (thousands of head and consumer rows,
     ``transaction.is_heads_in_bulk``), whose row writes are then plain writes of heads and consumers (no
     delete, no claim); no frame for a MERGE, no UPDATE."""
-    if plan.frames or plan.update is not None or not supports_transactions(spark):
+    if plan.frames or plan.update is not None or not commits_files(spark):
         return False
     if plan.appends or plan.removals or plan.rewrites or heads_in_bulk:
         return all(_is_plain_head_write(write) for write in plan.writes)
@@ -85,7 +85,7 @@ def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = F
 
 class MergeInstead:
     """What ``commit_files`` returns, having committed nothing, when a command's writes reach files too
-    big to rewrite on the driver (``written_rows.DRIVER_ROWS_MAX``) or holding a deletion vector: the
+    big to rewrite on the driver (the placement's ``Work.APPLY``) or holding a deletion vector: the
     plan commits by MERGE instead (transaction.py)."""
 
 
@@ -127,7 +127,8 @@ def _commit_files(
         rewritten.extend(gone)
         added.extend(written)
     counting = _count_inputs(plan)
-    overlaid = rewrite_written_rows(spark, txn, plan.writes, DRIVER_ROWS_MAX if only_writes else None, counting)
+    apply_max = placement().rows_max(Work.APPLY)
+    overlaid = rewrite_written_rows(spark, txn, plan.writes, apply_max if only_writes else None, counting)
     if overlaid is None:
         return MERGE_INSTEAD
     if only_writes and not overlaid.replaced and overlaid.rows is None:
@@ -228,18 +229,15 @@ def table_rows(frame: DataFrame) -> DataFrame:
 
 def _rewrite(txn: DeltaTransaction, rewrite: Rewrite, files: Sequence[Any]) -> list[Any]:
     """The files written for ``rewrite`` of ``files``: on the driver when the rewrite has an Arrow form
-    and the files are few enough (``DRIVER_REWRITE_ROWS_MAX``), else by one Spark job."""
-    if rewrite.on_driver is not None and sum(row_count(file) for file in files) <= DRIVER_REWRITE_ROWS_MAX:
+    and the files are few enough for the placement (``Work.REWRITE``), else by one Spark job."""
+    rows, stored_bytes = sum(row_count(file) for file in files), sum(int(file.size()) for file in files)
+    if rewrite.on_driver is not None and placement().on_driver(
+        Work.REWRITE, classic=True, rows=rows, stored_bytes=stored_bytes
+    ):
         written = txn.rewrite_arrow(files, rewrite.on_driver)
         if written is not None:
             return written
     return txn.write(_rewritten(txn.read_files(files), rewrite))
-
-
-# Most rows a rewrite rewrites on the driver. 10M PEL rows took 4.5 s there against 36 s for the Spark
-# job on this 2-core machine ("A claim's rewrite on the driver"); a cluster's executors share a large
-# rewrite's files, so past this the job writes them (the driver's time grows with the rows alone).
-DRIVER_REWRITE_ROWS_MAX = 20_000_000
 
 
 def _rewritten(rows: DataFrame, rewrite: Rewrite) -> DataFrame:

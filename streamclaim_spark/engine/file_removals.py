@@ -28,7 +28,8 @@ from streamclaim_spark.engine.merge_source import source_frame_for_deletes
 from streamclaim_spark.engine.named_removal import ids_frame, kept_on_driver, taken_on_driver
 from streamclaim_spark.engine.written_rows import as_state_rows
 from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.state.delta_txn import FILE_PATH, DeltaTransaction, file_name, row_count
+from streamclaim_spark.state.add_files import file_name, row_count
+from streamclaim_spark.state.delta_txn import FILE_PATH, DeltaTransaction
 from streamclaim_spark.state.schema import COLUMN_NAMES
 
 

@@ -25,14 +25,11 @@ from pyspark.sql import functions as F
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.named_ids import NamedIds
+from streamclaim_spark.core.placement import Work, placement
+from streamclaim_spark.state.add_files import file_name, row_count
 from streamclaim_spark.state.arrow_schema import in_schema
-from streamclaim_spark.state.delta_txn import DeltaTransaction, file_name, row_count
+from streamclaim_spark.state.delta_txn import DeltaTransaction
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
-from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
-
-# The most the files rewritten on the driver may hold: rows, and bytes as stored (compressed).
-REWRITE_ROWS_MAX = DECISION_ROWS_MAX
-REWRITE_BYTES_MAX = 128 * 1024 * 1024
 
 _KEY_COLUMNS = (C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ)
 
@@ -96,11 +93,10 @@ def kept_on_driver(
 ) -> pa.Table | None:
     """Every row of ``files`` but those ``removal`` (with ``ids``, as ``taken_on_driver`` takes them)
     names, all columns, file by file in stored order: the rows to write in their place. None when the
-    files hold more than the driver rewrites (``REWRITE_ROWS_MAX``, ``REWRITE_BYTES_MAX``)."""
+    files hold more than the driver rewrites (the placement's ``Work.REMOVE``: rows, and bytes as stored)."""
     ids: NamedIds | None = removal.ids
-    if ids is None or sum(row_count(file) for file in files) > REWRITE_ROWS_MAX:
-        return None
-    if sum(int(file.size()) for file in files) > REWRITE_BYTES_MAX:
+    rows, stored_bytes = sum(row_count(file) for file in files), sum(int(file.size()) for file in files)
+    if ids is None or not placement().on_driver(Work.REMOVE, classic=True, rows=rows, stored_bytes=stored_bytes):
         return None
     partition, kept = removal.partitions[0], []
     for table in read_on_driver(spark, txn.path, files):

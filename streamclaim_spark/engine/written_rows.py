@@ -35,23 +35,17 @@ from streamclaim_spark.core.partitions import (
     bucket_of,
     is_group_partition,
 )
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.write_rules import Key, Row, apply_writes
+from streamclaim_spark.state.add_files import row_count
 from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA, in_schema
-from streamclaim_spark.state.delta_txn import DeltaTransaction, row_count
+from streamclaim_spark.state.delta_txn import DeltaTransaction
 from streamclaim_spark.state.driver_files import readable_on_driver
 from streamclaim_spark.state.head_files import driver_tables
 
 # The order rows are written in: each file then covers one bucket's rows by partition, kind and ID,
 # and reads by ID range skip files by their statistics.
 WRITE_ORDER = (C.BUCKET, C.PARTITION_ID, C.ROW_KIND, C.ID_MS, C.ID_SEQ, C.CONSUMER)
-
-# Most stored rows a command's writes are applied to on the driver; past it (writes spread over many
-# full files of a big PEL) the MERGE joins them in Spark. A full file is ``DEFAULT_ROWS_PER_FILE``.
-DRIVER_ROWS_MAX = 250_000
-
-# Most PEL rows a commit reads to recount groups whose kept counts were left behind (by a write that
-# could not count): a few full files, read once; a larger PEL keeps its counts unknown until then.
-RECOUNT_ROWS_MAX = 250_000
 
 
 @dataclass(frozen=True)
@@ -226,9 +220,10 @@ def _recounts(
     spark: SparkSession, txn: DeltaTransaction, partitions: Sequence[str]
 ) -> dict[str, dict[str | None, int]]:
     """Each group's stored PEL rows per owner, counted on the driver where their files hold at most
-    ``RECOUNT_ROWS_MAX`` rows (recorded as read: the counts depend on them); {} where they hold more."""
+    the placement's ``Work.RECOUNT`` rows (recorded as read: the counts depend on them); {} where they
+    hold more (a larger PEL keeps its counts unknown until a recount reaches it)."""
     files = txn.files_in(FileQuery(tuple(partitions), (C.KIND_PENDING,)))
-    if sum(row_count(file) for file in files) > RECOUNT_ROWS_MAX:
+    if sum(row_count(file) for file in files) > placement().rows_max(Work.RECOUNT):
         return {}
     tables = driver_tables(spark, txn.path, files) if files else []
     if tables is None:

@@ -29,19 +29,13 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import ConsumerMeta, StreamMeta, Write, consumer_row
 from streamclaim_spark.core.named_ids import NamedIds
 from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.importer.live_range import gone_on_driver, live_bounds
 from streamclaim_spark.importer.redis_reader import StreamCopy
 from streamclaim_spark.importer.staging import ENTRIES, LIVE_IDS, PENDING, Staging
 from streamclaim_spark.state.arrow_schema import arrow_schema_of
-from streamclaim_spark.state.delta_txn import supports_transactions
-from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
-
-# The most the driver holds for one import: staged entries and PEL rows (as many rows, and as many bytes
-# of entries' field names and values), and the stored PEL rows they are compared with
-# (kept_rows.DECISION_ROWS_MAX). 1M entries of two small fields take ~100 MB in Arrow.
-DRIVER_IMPORT_ROWS_MAX = 2_000_000
-DRIVER_IMPORT_PAYLOAD_MAX = 256 * 1024 * 1024
+from streamclaim_spark.state.delta_txn import commits_files
 
 _PEL_VALUES = (C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT)
 _PEL_KEYS = _ID_KEYS = (C.PARTITION_ID, C.ID_MS, C.ID_SEQ)
@@ -77,11 +71,10 @@ def driver_changes(
 ) -> DriverChanges | None:
     """The import's row changes besides the heads, or None when it must commit by MERGE (module docstring)."""
     snapshot = ctx.snapshot
-    if removed or not supports_transactions(snapshot.spark) or not all(_keeps_all(c, stored) for c in copies):
+    if removed or not commits_files(snapshot.spark) or not all(_keeps_all(c, stored) for c in copies):
         return None
-    if sum(staging.rows.values()) > DRIVER_IMPORT_ROWS_MAX:
-        return None
-    if staging.payload_bytes > DRIVER_IMPORT_PAYLOAD_MAX:
+    rows = sum(staging.rows.values())
+    if not placement().on_driver(Work.IMPORT, classic=True, rows=rows, stored_bytes=staging.payload_bytes):
         return None
     known = {group_partition(k, g): k for k, meta in stored.items() if meta is not None for g in meta.groups}
     stored_pel = _stored(ctx, known, C.KIND_PENDING, (*_PEL_KEYS, *_PEL_VALUES))
@@ -142,7 +135,7 @@ def _stored(ctx: Context, partitions: dict[str, str], kind: str, columns: Sequen
         return arrow_schema_of(columns).empty_table()
     query = FileQuery(tuple(sorted(partitions)), (kind,))
     read = (*columns, C.ROW_KIND, C.STREAM)
-    rows = ctx.snapshot.stored_rows([query], tuple(dict.fromkeys(read)), DECISION_ROWS_MAX)
+    rows = ctx.snapshot.stored_rows([query], tuple(dict.fromkeys(read)), placement().rows_max(Work.DECIDE))
     if rows is None:
         return None
     wanted = pa.table({C.PARTITION_ID: list(partitions), C.STREAM: list(partitions.values())})

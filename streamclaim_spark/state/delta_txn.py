@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import posixpath
+import tempfile
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
-from urllib.parse import unquote
 
 import pyarrow as pa
 from py4j.protocol import Py4JError
@@ -28,10 +27,13 @@ from pyspark.sql.types import StructType
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.retention import MAX_TRANSACTION_MS
 from streamclaim_spark.errors import TransactionExpiredError
+from streamclaim_spark.state.add_files import bucket_of, data_file_path, file_name, row_count
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.driver_writes import rewrite_files, stats_columns, write_files
+from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stats_columns, write_files
+from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
@@ -40,6 +42,12 @@ from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 def supports_transactions(spark: SparkSession) -> bool:
     """True where ``DeltaTransaction`` works: a classic session (Spark Connect has no JVM here)."""
     return not is_connect(spark)
+
+
+def commits_files(spark: SparkSession) -> bool:
+    """True where a commit is made as a transaction of files from the driver, not a MERGE: a classic
+    session, unless the placement forces Spark (core/placement.py, ``Work.COMMIT``)."""
+    return placement().on_driver(Work.COMMIT, classic=supports_transactions(spark))
 
 
 @contextlib.contextmanager
@@ -215,31 +223,54 @@ class DeltaTransaction:
         """Writes ``rows`` (the state table's Arrow schema, in write order) as new data files of this
         transaction, on the driver where the table allows it (state/driver_writes.py), else through
         ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
-        target = self._driver_target()
-        if target is None:
+        columns = self._driver_columns()
+        if columns is None or not placement().on_driver(Work.WRITE_FILES, classic=True, stored_bytes=rows.nbytes):
             return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))
-        folder, columns = target
-        return self._added(write_files(folder, rows, rows_per_file, columns), rows.num_rows)
+        with self._file_place() as place:
+            return self._added(write_files(place, rows, rows_per_file, columns), rows.num_rows)
 
     def rewrite_arrow(self, files: Sequence[Any], transform: Callable[[pa.Table], pa.Table]) -> list[Any] | None:
         """Rewrites each of ``files`` (``AddFile``s of this table, none with a deletion vector) on the
         driver as one new file of ``transform`` of its rows (driver_writes.rewrite_files); returns the
         new ``AddFile`` actions, or None where the table's files are not written on the driver."""
-        target = self._driver_target()
-        if target is None or any(file.deletionVector() is not None for file in files):
+        columns = self._driver_columns()
+        if columns is None or any(file.deletionVector() is not None for file in files):
             return None
-        folder, columns = target
-        local = [(data_file_path(folder, str(file.path())), bucket_of(file)) for file in files]
-        return self._added(rewrite_files(folder, local, transform, columns), sum(row_count(file) for file in files))
+        sizes = {data_file_path(self._data_path, str(file.path())): int(file.size()) for file in files}
+        with self._file_place(sizes) as place:
+            located = [(data_file_path(self._data_path, str(file.path())), bucket_of(file)) for file in files]
+            if place.fetch is None:
+                located = [(local_path(self._jvm, location), bucket) for location, bucket in located]
+            rows = sum(row_count(file) for file in files)
+            return self._added(rewrite_files(place, located, transform, columns), rows)
 
-    def _driver_target(self) -> tuple[str, list[str]] | None:
-        """The local folder and statistics columns of files written on the driver; None where Spark
-        must write them (a remote file system, a table whose files Delta writes otherwise)."""
-        data_path = self._txn.deltaLog().dataPath().toUri()  # qualified: a relative path resolved as Delta did
-        folder = str(data_path.getPath()) if data_path.getScheme() in (None, "file") else None
+    def _driver_columns(self) -> list[str] | None:
+        """The statistics columns of files written on the driver; None where Delta must write them (a
+        table whose files Delta writes otherwise: driver_writes.stats_columns)."""
         configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self._txn.metadata().configuration())
-        columns = stats_columns(dict(configuration))
-        return None if folder is None or columns is None else (folder, columns)
+        return stats_columns(dict(configuration))
+
+    @property
+    def _data_path(self) -> str:
+        """The table's location, qualified as Delta resolved it (a relative path made absolute)."""
+        return str(self._txn.deltaLog().dataPath().toString())
+
+    @contextlib.contextmanager
+    def _file_place(self, sizes: dict[str, int] | None = None) -> Iterator[FilePlace]:
+        """Where this transaction's files are written on the driver: the table's own folder when it is
+        local; else a staging folder whose files go to the table's file system one by one as they are
+        written (state/hadoop_files.py), removed with whatever a failed write left in it. ``sizes``: the
+        lengths of the files a rewrite reads, by location."""
+        root = self._data_path
+        if is_local(self._jvm, root):
+            yield FilePlace(local_path(self._jvm, root))
+            return
+        with tempfile.TemporaryDirectory(prefix="streamclaim-writes-") as staging:
+            yield FilePlace(
+                staging,
+                publish=lambda local, relative: upload(self._spark, local, f"{root.rstrip('/')}/{relative}"),
+                fetch=lambda location, local: download(self._spark, location, local, (sizes or {}).get(location)),
+            )
 
     def _added(self, actions: list[dict[str, Any]], rows: int) -> list[Any]:
         """``add`` actions written on the driver as Delta's ``AddFile``s, their metrics registered."""
@@ -365,26 +396,3 @@ def _conjuncts(expression: Any) -> list[Any]:
     if expression.getClass().getSimpleName() == "And":
         return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
     return [expression]
-
-
-def row_count(file: Any) -> int:
-    """The rows of an ``AddFile``, from the statistics Delta wrote with it."""
-    return int(file.numLogicalRecords().get())
-
-
-def data_file_path(table_path: str, path: str) -> str:
-    """The location of a data file the log names by ``path`` (relative to the table and URL-encoded)."""
-    if "://" in path or path.startswith("/"):
-        return unquote(path)
-    return table_path.rstrip("/") + "/" + unquote(path)
-
-
-def bucket_of(file: Any) -> str:
-    """The bucket (partition value) of an ``AddFile``."""
-    return str(file.partitionValues().apply(C.BUCKET))
-
-
-def file_name(path: str) -> str:
-    """A data file's name, from an ``AddFile`` path (relative, URL-encoded) or a ``_metadata.file_path``
-    (an absolute URI): Delta names every data file uniquely, so the name identifies it."""
-    return posixpath.basename(unquote(path))

@@ -3,10 +3,10 @@
 A commit of files reads a few files whole (the small ``h`` files of the heads it rewrites) or a few
 columns of many (the key columns of the PEL files a bulk XACK reaches, to count the rows it takes).
 A Spark read of them costs a job (0.19-0.25 s for two head files; 1.1-1.5 s to count 1M PEL rows by
-file); pyarrow reads a local file's columns directly. Files of other file systems (S3A) are first
-copied to a local temporary folder through Hadoop's file system with the session's settings (a
-Parquet file's bytes through py4j took 0.6 s for 4 MB). Classic sessions only, and never a file with
-a deletion vector: its hidden rows need Delta's read (the callers fall back to Spark then).
+file); pyarrow reads a local file's columns directly. Files of other file systems (S3A, ABFS, GCS,
+HDFS) are first copied to a local temporary folder through the table's Hadoop file system
+(state/hadoop_files.py; a Parquet file's bytes through py4j took 0.6 s for 4 MB). Classic sessions
+only, and never a file with a deletion vector: its hidden rows need Delta's read (the callers fall back to Spark then).
 """
 
 from __future__ import annotations
@@ -20,16 +20,26 @@ from typing import Any, TypeVar
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.core.placement import Work, placement
+from streamclaim_spark.state.add_files import data_file_path
 from streamclaim_spark.state.arrow_schema import read_columns
 from streamclaim_spark.state.delta_io import is_connect
-from streamclaim_spark.state.delta_txn import data_file_path
+from streamclaim_spark.state.hadoop_files import download, is_local, local_path
 
 T = TypeVar("T")
 
+# Files copied from another file system at once: each copy waits on the network (a request of its own),
+# so a command's few files come in the time of one; memory still holds only this many.
+COPY_THREADS = 4
+
 
 def readable_on_driver(spark: SparkSession, files: Sequence[Any]) -> bool:
-    """True when ``read_on_driver`` can read ``files`` (``AddFile``s): a classic session, no deletion vector."""
-    return not is_connect(spark) and all(file.deletionVector() is None for file in files)
+    """True when ``read_on_driver`` reads ``files`` (``AddFile``s): a classic session, no deletion vector,
+    and the placement's ``driver_bytes`` not passed (core/placement.py)."""
+    if any(file.deletionVector() is not None for file in files):
+        return False
+    stored_bytes = sum(int(file.size()) for file in files)
+    return placement().on_driver(Work.READ_FILES, classic=not is_connect(spark), stored_bytes=stored_bytes)
 
 
 def read_on_driver(
@@ -49,32 +59,29 @@ def each_on_driver(
     threads: int = 1,
 ) -> list[T]:
     """``consume`` of ``columns`` of each of ``files`` (as ``read_on_driver`` reads them), in the order
-    given, one file at a time per thread: memory holds a few files whatever their number. Local files
-    are read by up to ``threads`` threads (pyarrow reads outside Python's lock); others are copied to a
-    local folder one by one and consumed as they come. ``readable_on_driver`` must hold."""
+    given, one file at a time per thread, by up to ``threads`` threads (pyarrow reads outside Python's
+    lock): memory holds a few files whatever their number. A file of another file system is first copied
+    to a local folder (state/hadoop_files.py) and deleted once consumed. ``readable_on_driver`` must hold."""
     jvm = spark._jvm
     assert jvm is not None
     wanted = list(columns) if columns is not None else None
-    hadoop_conf = None
-    results: dict[int, T] = {}
-    local_files: list[tuple[int, str]] = []
+    paths = [data_file_path(table_path, str(file.path())) for file in files]
     with tempfile.TemporaryDirectory(prefix="streamclaim-files-") as local_folder:
-        for position, file in enumerate(files):
-            path = jvm.org.apache.hadoop.fs.Path(data_file_path(table_path, str(file.path())))
-            uri = path.toUri()
-            if uri.getScheme() in (None, "file"):
-                local_files.append((position, str(uri.getPath())))
-                continue
-            # Copied through Hadoop (no checksum file beside it: the raw local file system), with the
-            # session's file system settings; consumed and deleted before the next one is copied.
-            if hadoop_conf is None:
-                hadoop_conf = spark._jsparkSession.sessionState().newHadoopConf()
+
+        def read(position: int) -> T:
+            path = paths[position]
+            if is_local(jvm, path):
+                return consume(read_columns(local_path(jvm, path), wanted))
             local = f"{local_folder}/{position}.parquet"
-            file_system = path.getFileSystem(hadoop_conf)
-            file_system.copyToLocalFile(False, path, jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
-            results[position] = consume(read_columns(local, wanted))
-            os.remove(local)
-        with ThreadPoolExecutor(max_workers=max(1, min(threads, len(local_files)))) as pool:
-            consumed = pool.map(lambda item: consume(read_columns(item[1], wanted)), local_files)
-            results.update(zip((position for position, _ in local_files), consumed, strict=True))
-    return [results[position] for position in range(len(files))]
+            download(spark, path, local, int(files[position].size()))
+            try:
+                return consume(read_columns(local, wanted))
+            finally:
+                os.remove(local)
+
+        if not all(is_local(jvm, path) for path in paths):
+            threads = max(threads, COPY_THREADS)
+        if threads <= 1 or len(paths) <= 1:
+            return [read(position) for position in range(len(paths))]
+        with ThreadPoolExecutor(max_workers=min(threads, len(paths))) as pool:
+            return list(pool.map(read, range(len(paths))))

@@ -7,9 +7,11 @@ on the driver"). pyarrow writes the same Parquet files directly; each comes with
 would collect for it (row count, and per statistics column its smallest and largest value and its
 nulls), so data skipping, the conflict check and this package's readers see what a Spark write gives.
 
-Where the table is not the kind these files fit (a path that is not local, no explicit statistics
-columns, a setting that changes how Delta writes a file: ``stats_columns``), ``DeltaTransaction.write``
-takes the rows instead.
+Files are written where a ``FilePlace`` says: straight into a local table's folder, or into a local
+staging folder from which each is published to the table's own file system (S3A, ABFS, GCS, HDFS:
+state/hadoop_files.py) as soon as it is written. Where the table is not the kind these files fit (no
+explicit statistics columns, a setting that changes how Delta writes a file: ``stats_columns``),
+``DeltaTransaction.write`` takes the rows instead.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -51,8 +54,26 @@ def stats_columns(configuration: Mapping[str, str]) -> list[str] | None:
     return [name.strip() for name in named.split(",")] if named else None
 
 
-def write_files(folder: str, rows: pa.Table, rows_per_file: int, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """Writes ``rows`` (the state table's Arrow schema) as Parquet files under ``folder``, one or more
+@dataclass(frozen=True)
+class FilePlace:
+    """Where the driver writes a table's new files, and how it reads the files it rewrites.
+
+    Attributes:
+        folder: A local folder the files are written under, by their path relative to the table: the
+            table's own folder, or a staging folder when ``publish`` is set.
+        publish: None for a local table; else moves a written file (its local path, its path relative
+            to the table) to the table's file system, deleting the local copy.
+        fetch: None for a local table; else copies a data file of the table (its location) to a local
+            file (the second argument) to be read.
+    """
+
+    folder: str
+    publish: Callable[[str, str], None] | None = None
+    fetch: Callable[[str, str], None] | None = None
+
+
+def write_files(place: FilePlace, rows: pa.Table, rows_per_file: int, columns: Sequence[str]) -> list[dict[str, Any]]:
+    """Writes ``rows`` (the state table's Arrow schema) as Parquet files at ``place``, one or more
     per bucket, at most ``rows_per_file`` rows each (0: no cap), each bucket's rows in the order given;
     returns each file's ``add`` action as Delta's log writes it, with the statistics of ``columns``."""
     if pc.count_distinct(rows.column(C.BUCKET)).as_py() > 1:
@@ -65,18 +86,18 @@ def write_files(folder: str, rows: pa.Table, rows_per_file: int, columns: Sequen
         bucket, count = counted["values"], counted["counts"]
         step = rows_per_file or count
         for offset in range(0, count, step):
-            actions.append(_write_file(folder, bucket, data.slice(start + offset, min(step, count - offset)), columns))
+            actions.append(_write_file(place, bucket, data.slice(start + offset, min(step, count - offset)), columns))
         start += count
     return actions
 
 
 def rewrite_files(
-    folder: str,
+    place: FilePlace,
     files: Sequence[tuple[str, str]],
     transform: Callable[[pa.Table], pa.Table],
     columns: Sequence[str],
 ) -> list[dict[str, Any]]:
-    """Rewrites each of ``files`` (its local path and bucket) as one new file under ``folder`` holding
+    """Rewrites each of ``files`` (its location and bucket) as one new file at ``place`` holding
     ``transform`` of its rows (in ``DATA_SCHEMA``: a column the file predates as nulls), in the order
     given; returns each new file's ``add`` action with the statistics of ``columns``, as ``write_files``.
 
@@ -86,9 +107,17 @@ def rewrite_files(
     """
 
     def rewrite(file: tuple[str, str]) -> dict[str, Any]:
-        local, bucket = file
-        rows = in_schema(read_columns(local, DATA_SCHEMA.names), DATA_SCHEMA)
-        return _write_file(folder, bucket, transform(rows), columns)
+        location, bucket = file
+        if place.fetch is None:
+            rows = read_columns(location, DATA_SCHEMA.names)
+        else:
+            local = os.path.join(place.folder, f"read-{uuid.uuid4()}.parquet")
+            place.fetch(location, local)
+            try:
+                rows = read_columns(local, DATA_SCHEMA.names)
+            finally:
+                os.remove(local)
+        return _write_file(place, bucket, transform(in_schema(rows, DATA_SCHEMA)), columns)
 
     with ThreadPoolExecutor(max_workers=max(1, min(DRIVER_THREADS, len(files)))) as pool:
         return list(pool.map(rewrite, files))
@@ -99,12 +128,14 @@ def rewrite_files(
 DRIVER_THREADS = min(4, os.cpu_count() or 1)
 
 
-def _write_file(folder: str, bucket: str, rows: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
+def _write_file(place: FilePlace, bucket: str, rows: pa.Table, columns: Sequence[str]) -> dict[str, Any]:
     relative = f"{C.BUCKET}={quote(bucket, safe='')}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"
-    local = os.path.join(folder, relative)
+    local = os.path.join(place.folder, relative)
     os.makedirs(os.path.dirname(local), exist_ok=True)
     pq.write_table(rows, local, compression="snappy")
     status = os.stat(local)
+    if place.publish is not None:
+        place.publish(local, relative)
     return {
         "path": relative,
         "partitionValues": {C.BUCKET: bucket},

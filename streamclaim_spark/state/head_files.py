@@ -21,8 +21,8 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import bucket_of as bucket_of_row
 from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.state.add_files import bucket_of
 from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA, in_schema
-from streamclaim_spark.state.delta_txn import bucket_of
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
 from streamclaim_spark.state.logged_table import kept_files_at
 

@@ -24,11 +24,6 @@ from streamclaim_spark.state.driver_files import each_on_driver, readable_on_dri
 from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
 
-# Most rows a decision reads on the driver (the key columns of the files that may hold what it looks
-# for: a delivery's entries after its cursors, a check that no pending row lies past one); past it, a
-# Spark query decides.
-DECISION_ROWS_MAX = 1_000_000
-
 T = TypeVar("T")
 
 

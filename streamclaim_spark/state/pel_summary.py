@@ -3,7 +3,7 @@ and XINFO's counts (per owner, ``owner_counts``; consumers and entries per group
 
 In a large table (the size ``file_stats`` narrows reads from) the files Delta's statistics answer are
 counted from them and only the others are read (``pending_stats``); elsewhere the kept PEL files that
-may hold the group's rows are read on the driver when they hold at most ``PREFETCH_ROWS_MAX`` rows (no
+may hold the group's rows are read on the driver when they hold at most the placement's ``Work.PREFETCH`` rows (no
 Spark job), else one aggregation reads the PEL's kind, owner and ID columns. XNACKed entries, which
 have no owner, count only in the total. Where the caller could not read the stream and group heads
 from their own files, they come in the same query.
@@ -23,12 +23,13 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.state import file_stats, pending_stats
 from streamclaim_spark.state.columns import id_range_aggregates, stored_id
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.file_stats import table_bytes
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
-from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX, rows_of
+from streamclaim_spark.state.prefetch_rows import rows_of
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions, kind_in
 
 Summary = tuple[int, StreamId | None, StreamId | None, dict[str, int]]
@@ -46,7 +47,11 @@ def summarize(snapshot: PrefetchedSnapshot, key: str, group: str, heads: bool) -
     aggregates = id_range_aggregates()
     row = F.struct(*(F.col(name) for name in COLUMN_NAMES)).alias("row")
     large = (table_bytes(snapshot.spark, snapshot.table_path) or 0) >= file_stats.NARROW_FROM_BYTES
-    stored = None if large or heads else snapshot.stored_rows([pel_files], _DRIVER_COLUMNS, PREFETCH_ROWS_MAX)
+    stored = (
+        None
+        if large or heads
+        else snapshot.stored_rows([pel_files], _DRIVER_COLUMNS, placement().rows_max(Work.PREFETCH))
+    )
     if stored is not None:  # the few kept PEL files read on the driver: no Spark job
         return _summary_on_driver(stored, key, group_part), []
     from_stats = _summary_from_stats(snapshot, key, group_part) if large else None
@@ -107,10 +112,12 @@ def _summary_on_driver(stored: pa.Table, key: str, partition_id: str) -> Summary
 
 def owner_counts(snapshot: PrefetchedSnapshot, key: str, group: str) -> dict[str, int] | None:
     """The group's pending entries per owner (XINFO CONSUMERS), counted on the driver from the kept PEL
-    files that may hold them when they hold at most ``PREFETCH_ROWS_MAX`` rows; None where Spark counts."""
+    files that may hold them when they hold at most the placement's ``Work.PREFETCH`` rows; None where Spark counts."""
     partition_id = group_partition(key, group)
     query = FileQuery((partition_id,), (C.KIND_PENDING,))
-    stored = snapshot.stored_rows([query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER), PREFETCH_ROWS_MAX)
+    stored = snapshot.stored_rows(
+        [query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.OWNER), placement().rows_max(Work.PREFETCH)
+    )
     return None if stored is None else _owner_counts(rows_of(stored, key, partition_id, C.KIND_PENDING))
 
 
@@ -118,7 +125,7 @@ def group_counts(snapshot: PrefetchedSnapshot, key: str, groups: Sequence[str]) 
     """(consumers, pending entries) per group (XINFO GROUPS), counted on the driver as ``owner_counts``."""
     partitions = {group_partition(key, group): group for group in groups}
     query = FileQuery(tuple(sorted(partitions)), (C.KIND_CONSUMER, C.KIND_PENDING))
-    stored = snapshot.stored_rows([query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM), PREFETCH_ROWS_MAX)
+    stored = snapshot.stored_rows([query], (C.PARTITION_ID, C.ROW_KIND, C.STREAM), placement().rows_max(Work.PREFETCH))
     if stored is None:
         return None
     mine = stored.filter(

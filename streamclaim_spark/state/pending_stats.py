@@ -28,9 +28,9 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_bounds import STATS_STRING_PREFIX
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import bucket_of
+from streamclaim_spark.state.add_files import data_file_path
 from streamclaim_spark.state.columns import id_range_aggregates
 from streamclaim_spark.state.delta_io import delta_log
-from streamclaim_spark.state.delta_txn import data_file_path
 from streamclaim_spark.state.schema import STATE_SCHEMA
 
 # The columns a summary reads from the files it opens.

@@ -21,6 +21,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.state.columns import (
     StateRow,
     consumer_from_row,
@@ -37,7 +38,6 @@ from streamclaim_spark.state.kept_rows import kept_rows_at
 from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.prefetch_rows import (
     PREFETCH_LOOKUPS_MAX,
-    PREFETCH_ROWS_MAX,
     ROW_COLUMNS,
     Lookup,
     prefetch_rows,
@@ -176,7 +176,7 @@ class PrefetchedSnapshot:
         """
         gathered = self._gathered(needs)
         if gathered.only_lookups():
-            stored = self.stored_rows(gathered.files, ROW_COLUMNS, PREFETCH_ROWS_MAX)
+            stored = self.stored_rows(gathered.files, ROW_COLUMNS, placement().rows_max(Work.PREFETCH))
             if stored is not None:  # the few files the query would read, read on the driver: no Spark job
                 self._remember(needs, prefetch_rows(stored, gathered.lookups), gathered.scan_key())
                 return

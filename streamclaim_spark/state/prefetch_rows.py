@@ -22,9 +22,6 @@ from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Scan
 from streamclaim_spark.state.schema import COLUMN_NAMES
 
-# Most stored rows a prefetch reads on the driver (every column; two full entry or PEL files of a
-# capped bulk write); more, and the Spark query reads them.
-PREFETCH_ROWS_MAX = 200_000
 # Most lookups answered on the driver: each filters the stored rows once, so a fleet's thousands of
 # needs are left to the Spark query, which tests them in one pass.
 PREFETCH_LOOKUPS_MAX = 64

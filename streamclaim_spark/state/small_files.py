@@ -20,7 +20,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from streamclaim_spark.state.delta_txn import DeltaTransaction, bucket_of
+from streamclaim_spark.state.add_files import bucket_of
+from streamclaim_spark.state.delta_txn import DeltaTransaction
 
 # How many small files a bucket must hold before auto compaction is worth checking: Delta's own
 # threshold (``autoCompact.minNumFiles``, 50) for a bucket it has compacted before.

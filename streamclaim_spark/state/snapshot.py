@@ -19,6 +19,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import APART_PREFIX, group_partition, shares_buckets, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.state import kept_counts, pel_summary, prefetch_rows
 from streamclaim_spark.state.columns import (
     by_bytes,
@@ -32,7 +33,6 @@ from streamclaim_spark.state.columns import (
 from streamclaim_spark.state.head_files import head_rows_for
 from streamclaim_spark.state.kept_rows import every_head_at
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
-from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
 from streamclaim_spark.state.schema import (
     NAMED_PARTITIONS_MAX,
     in_buckets,
@@ -271,7 +271,7 @@ class Snapshot(PrefetchedSnapshot):
         partition_id = group_partition(key, group)
         columns = (C.PARTITION_ID, C.ROW_KIND, C.STREAM, C.CONSUMER, C.SEEN_TIME_MS, C.ACTIVE_TIME_MS, C.PENDING_COUNT)
         query = FileQuery((partition_id,), (C.KIND_CONSUMER,))
-        stored = self.stored_rows([query], columns, PREFETCH_ROWS_MAX)
+        stored = self.stored_rows([query], columns, placement().rows_max(Work.PREFETCH))
         if stored is not None:
             rows: list[Any] = prefetch_rows.rows_of(stored, key, partition_id, C.KIND_CONSUMER).to_pylist()
         else:

@@ -27,6 +27,7 @@ from streamclaim_spark.core.ids import MAX_ID, ZERO_ID, StreamId
 from streamclaim_spark.core.model import Need
 from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.core.patterns import is_pattern, matching
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.reader_marks import ReaderMark
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import source_frame
@@ -34,7 +35,6 @@ from streamclaim_spark.engine.writes import put_group
 from streamclaim_spark.errors import nogroup_xreadgroup
 from streamclaim_spark.fleet.bulk import plan_deliveries
 from streamclaim_spark.state.columns import id_at_least, id_at_most, id_text, stored_id
-from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
 from streamclaim_spark.state.schema import COLUMN_NAMES, in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
 from streamclaim_spark.streaming.batch_rows import batch_rows, pending_rows, ranges_query
@@ -288,7 +288,7 @@ class GroupReader(Linked, DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {}
         # Usually there are none: the few files that may hold them, read on the driver, say so without a
         # Spark query (0.4-0.6 s a batch).
-        found = pending_rows(ctx.snapshot, ranges, group, consumer, DECISION_ROWS_MAX)
+        found = pending_rows(ctx.snapshot, ranges, group, consumer, placement().rows_max(Work.DECIDE))
         if found is not None and found.num_rows == 0:
             return {}
         of_group = partial(group_partition, group=group)

@@ -24,10 +24,10 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_changes import Removal
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import APART_PREFIX, bucket_of, group_partition, stream_partition
+from streamclaim_spark.core.placement import placed, placement
 from streamclaim_spark.engine import file_commit, transaction
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.errors import InvalidArgumentError
-from streamclaim_spark.fleet.bulk import ack as bulk_ack
 from streamclaim_spark.state import commit_settings, delta_txn, small_files
 from streamclaim_spark.state.delta_io import latest_version
 from streamclaim_spark.state.tables import table_path
@@ -181,12 +181,13 @@ def test_an_acknowledgement_takes_exactly_the_named_pending_ids_however_they_are
     )
     pipe.execute()
     named = [f"{T0}-5", f"{T0}-7", f"{T0}-19", f"{T0 + 1}-7"]
-    if matched == "by Spark":  # more IDs than the driver holds: parsed, pinned and joined by Spark
-        monkeypatch.setattr(bulk_ack, "DRIVER_IDS_MAX", 2)
+    # By Spark: more IDs than the driver holds, parsed, pinned and joined by Spark.
+    held_ids = 2 if matched == "by Spark" else placement().ack_ids
     if matched.endswith("too large to pack"):  # held on the driver, the PEL files' rows matched by Spark
         named += ["0-0", "18446744073709551615-18446744073709551615"]
 
-    acked = store.acknowledge(key, "g", spark.createDataFrame([(i,) for i in named], "id string"))
+    with placed(ack_ids=held_ids):
+        acked = store.acknowledge(key, "g", spark.createDataFrame([(i,) for i in named], "id string"))
 
     assert acked.count == 4
     assert [row.id for row in pel_rows(store, key, "g")] == [f"{T0 + 1}-4"]
@@ -371,10 +372,10 @@ def test_a_command_s_insert_is_a_file_of_its_own_and_reads_no_entry_file(store: 
 def test_writes_reaching_more_stored_rows_than_the_driver_rewrites_commit_by_merge(
     store: StreamStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(file_commit, "DRIVER_ROWS_MAX", 10)
     target = [row.id for row in pel_rows(store, "s", "g")][600]
 
-    assert store.execute("XACK", "s", "g", target) == 1
+    with placed(apply_rows=10):
+        assert store.execute("XACK", "s", "g", target) == 1
 
     assert store.last_commit_version is not None
     assert log_entry(store, store.last_commit_version)["info"]["operation"] == "MERGE"

@@ -25,7 +25,8 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Need, Scan
 from streamclaim_spark.core.partitions import bucket_of, group_partition
-from streamclaim_spark.state import logged_files, pel_summary, prefetch
+from streamclaim_spark.core.placement import placed
+from streamclaim_spark.state import logged_files, pel_summary
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, pruning_filters
@@ -221,9 +222,8 @@ def test_a_prefetch_answered_on_the_driver_files_the_rows_its_spark_query_reads_
     for needs in reads:
         with count_jobs(spark.sparkContext) as on_driver:
             driver = read(needs)
-        monkeypatch.setattr(prefetch, "PREFETCH_ROWS_MAX", 0)  # the files hold more: Spark's query reads them
-        by_spark = read(needs)
-        monkeypatch.undo()
+        with placed(prefetch_rows=0):  # the files hold more: Spark's query reads them
+            by_spark = read(needs)
 
         assert driver == by_spark
         assert on_driver.jobs == 0

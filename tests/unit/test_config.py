@@ -27,6 +27,17 @@ KEYS = [
     "store.database",
     "store.single_writer",
     "store.history_retention",
+    "store.placement.force",
+    "store.placement.driver_bytes",
+    "store.placement.apply_rows",
+    "store.placement.recount_rows",
+    "store.placement.prefetch_rows",
+    "store.placement.decide_rows",
+    "store.placement.remove_rows",
+    "store.placement.rewrite_rows",
+    "store.placement.count_rows",
+    "store.placement.import_rows",
+    "store.placement.ack_ids",
     "spark.app_name",
     "spark.master",
     "spark.shuffle_partitions",
@@ -164,7 +175,7 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         (
             "[store]\npaht = 1\n",
             "unknown key store.paht; did you mean store.path? keys allowed in [store]: database, history_retention, "
-            "path, single_writer (see conf/README.md)",
+            "path, placement, single_writer (see conf/README.md)",
         ),
         (
             "[jobs.recover]\nx = 1\n",

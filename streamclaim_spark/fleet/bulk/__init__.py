@@ -6,8 +6,8 @@ acknowledged rows removed from the files holding them, heads rewritten on the dr
 one guarded MERGE. ``append`` assigns IDs as a run of ``XADD *`` would (one millisecond, consecutive
 sequence numbers), ``create_groups`` does what many ``XGROUP CREATE`` do, ``deliver`` what
 ``XREADGROUP ... >`` does for up to ``count`` entries, ``acknowledge`` what ``XACK`` does and
-``acknowledge_and_delete`` what ``XACKDEL`` does, for any number of IDs (up to ``ack.DRIVER_IDS_MAX``
-of them held on the driver, more through Spark); entries' payloads never reach the driver.
+``acknowledge_and_delete`` what ``XACKDEL`` does, for any number of IDs (up to the placement's
+``Work.ACK_IDS`` of them held on the driver, more through Spark); entries' payloads never reach the driver.
 """
 
 from __future__ import annotations

@@ -16,12 +16,13 @@ from streamclaim_spark.core.ids import ZERO_ID, StreamId, from_stored
 from streamclaim_spark.core.model import RefPolicy
 from streamclaim_spark.core.named_ids import NamedIds, parse_stored
 from streamclaim_spark.core.partitions import group_partition, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import MATCH_KEYS, source_frame_for_deletes
 from streamclaim_spark.engine.writes import delete_pending_ids, put_group, put_stream_head
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.columns import id_at_most, id_range_aggregates, stored_id, stored_id_columns
-from streamclaim_spark.state.delta_txn import supports_transactions
+from streamclaim_spark.state.delta_txn import commits_files
 
 if TYPE_CHECKING:
     from streamclaim_spark.engine.runner import Runner
@@ -63,7 +64,7 @@ def acknowledge(runner: Runner, key: str, group: str, ids: DataFrame | None, id_
     """
     _check_id_column(ids, id_column)
 
-    if supports_transactions(runner.session()):
+    if commits_files(runner.session()):
         return _acknowledge_in_one_pass(runner, key, group, ids, id_column)
 
     def decide(ctx: Context) -> BulkAck:
@@ -125,18 +126,14 @@ class _Named:
     frame: DataFrame | None = None
 
 
-# Up to this many IDs are collected to the driver as text and parsed there by pyarrow (16 bytes an ID
-# kept): the range is then a min and a max, and the PEL files' rows are matched there
-# (engine/named_removal.py). 1M IDs: the range and the count 2.1-2.9 s -> ~1 s warm (CHANGELOG.md,
-# "Named IDs on the driver"). More go through Spark, after a collection of this many that is dropped.
-DRIVER_IDS_MAX = 2_000_000
-
-
 def _named(ids: DataFrame, id_column: str) -> _Named:
     """The IDs ``ids``' ``id_column`` names that parse (``_wanted_ids``), with their count and bounds."""
-    # Collected under a limit, so that a frame of more IDs costs the driver no more than this many.
-    texts = ids.select(F.col(id_column).cast(StringType())).limit(DRIVER_IDS_MAX + 1).toArrow().column(0)
-    if len(texts) <= DRIVER_IDS_MAX:
+    # Up to the placement's ``Work.ACK_IDS`` IDs are collected as text and parsed by pyarrow (16 bytes an
+    # ID kept): the range is then a min and a max, and the PEL files' rows are matched on the driver
+    # (engine/named_removal.py). Collected under a limit, so more IDs cost the driver no more than that.
+    most = placement().rows_max(Work.ACK_IDS)
+    texts = ids.select(F.col(id_column).cast(StringType())).limit(max(0, most + 1)).toArrow().column(0)
+    if len(texts) <= most:
         ms, seq = parse_stored(texts)
         if not len(ms):
             return _Named(0)

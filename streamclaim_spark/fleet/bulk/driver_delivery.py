@@ -4,7 +4,7 @@ A delivery joins the streams' entries after the lowest cursor with its targets' 
 counts each target's first and last ID, then writes the PEL rows: through Spark one aggregation job,
 and the append's write evaluates the join again (~0.45 s and ~0.7 s of a streaming micro-batch of
 1,000 entries, CHANGELOG.md, "The streaming source's batch on the driver"). When the entry files
-whose statistics reach past the lowest cursor hold at most ``kept_rows.DECISION_ROWS_MAX`` rows and are
+whose statistics reach past the lowest cursor hold at most the placement's ``Work.DECIDE`` rows and are
 kept on the driver, their ID columns are read by pyarrow and the same decision is made in Arrow: the
 PEL rows become a local table, and no Spark job runs before the commit writes them.
 """
@@ -21,7 +21,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.ids import MAX_ID, StreamId
 from streamclaim_spark.core.partitions import stream_partition
-from streamclaim_spark.state.kept_rows import DECISION_ROWS_MAX
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.state.prefetch import PrefetchedSnapshot
 
 TARGET = "_target"
@@ -54,10 +54,10 @@ def delivered_on_driver(
     """The entries each target of ``records`` delivers, as ``deliver._delivered`` chooses them (after its
     cursor, up to its cap, at most ``count`` per target and ``total`` in all, the oldest first): the
     target's columns with ``id_ms`` and ``id_seq``, ordered by target and ID. None where Spark decides:
-    the files are not kept on the driver, or hold more than ``DECISION_ROWS_MAX`` rows."""
+    the files are not kept on the driver, or hold more than the placement's ``Work.DECIDE`` rows."""
     partitions = sorted({stream_partition(str(record[C.STREAM])) for record in records})
     query = FileQuery(tuple(partitions), (C.KIND_ENTRY,), lowest, MAX_ID)
-    stored = snapshot.stored_rows([query], _ENTRY_COLUMNS, DECISION_ROWS_MAX)
+    stored = snapshot.stored_rows([query], _ENTRY_COLUMNS, placement().rows_max(Work.DECIDE))
     if stored is None:
         return None
     entries = stored.filter(
@@ -92,7 +92,7 @@ def none_pending_after_on_driver(
     a claim or XCLAIM FORCE wrote (0.2-0.4 s a delivery saved). None where Spark must look."""
     partitions = tuple(sorted({str(record[C.PARTITION_ID]) for record in records}))
     query = FileQuery(partitions, (C.KIND_PENDING,), lowest, MAX_ID)
-    stored = snapshot.stored_rows([query], _PENDING_KEY, DECISION_ROWS_MAX)
+    stored = snapshot.stored_rows([query], _PENDING_KEY, placement().rows_max(Work.DECIDE))
     if stored is None:
         return None
     cursors = pa.Table.from_pylist([dict(record) for record in records], schema=TARGET_SCHEMA)

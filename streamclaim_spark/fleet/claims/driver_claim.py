@@ -21,6 +21,7 @@ from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.fleet.claims.selection import StaleSelection
 from streamclaim_spark.state.driver_writes import DRIVER_THREADS
 from streamclaim_spark.state.kept_rows import each_kept_file
@@ -29,7 +30,6 @@ from streamclaim_spark.state.snapshot import Snapshot
 # The columns the count reads: the mask's and the previous owner.
 _COUNTED = (C.PARTITION_ID, C.ROW_KIND, C.OWNER, C.DELIVERY_TIME_MS, C.DELIVERY_COUNT)
 # Most PEL rows counted on the driver, as many as file_commit rewrites there.
-COUNT_ROWS_MAX = 20_000_000
 
 # Per group partition, the stale rows per current owner (None: XNACKed, no owner).
 OwnerCounts = dict[str, dict[str | None, int]]
@@ -75,7 +75,7 @@ def counted_on_driver(
     """The stale rows of ``groups`` per group partition and current owner, read on the driver from
     the kept PEL files, one file at a time; None where Spark must count: the snapshot is not the table
     as stored, a stream may have deleted an entry a PEL row names (the claim then purges), the files
-    are not kept or readable on the driver, or they hold more than ``COUNT_ROWS_MAX`` rows."""
+    are not kept or readable on the driver, or they hold more than the placement's ``Work.COUNT`` rows."""
     if not snapshot.reads_stored_rows() or any(
         (meta := snapshot.stream(group.key)) is None or meta.some_deleted for group in groups
     ):
@@ -91,7 +91,7 @@ def counted_on_driver(
     queries = [FileQuery(tuple(partitions), (C.KIND_PENDING,))]
     per_file = each_kept_file(
         snapshot.spark, snapshot.table_path, snapshot.version, queries, _COUNTED, owners_of_stale,
-        COUNT_ROWS_MAX, DRIVER_THREADS,
+        placement().rows_max(Work.COUNT), DRIVER_THREADS,
     )  # fmt: skip
     if per_file is None:
         return None

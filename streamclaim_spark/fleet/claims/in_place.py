@@ -25,6 +25,7 @@ from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
@@ -46,8 +47,7 @@ from streamclaim_spark.fleet.claims.selection import (
 )
 from streamclaim_spark.state.commit_rows import pending_rows_written
 from streamclaim_spark.state.conflicts import stale_snapshot_error
-from streamclaim_spark.state.delta_txn import supports_transactions
-from streamclaim_spark.state.prefetch_rows import PREFETCH_ROWS_MAX
+from streamclaim_spark.state.delta_txn import commits_files
 from streamclaim_spark.state.schema import in_partitions, kind_in
 from streamclaim_spark.state.snapshot import Snapshot
 
@@ -123,7 +123,9 @@ def consumers_named(snapshot: Snapshot, pairs: Sequence[Pair], names: Sequence[s
     files on the driver where it can (no Spark job), else by a query."""
     partitions = [group_partition(*pair) for pair in pairs]
     columns = (C.ROW_KIND, C.STREAM, C.GROUP, C.CONSUMER, C.PARTITION_ID)
-    stored = snapshot.stored_rows([FileQuery(tuple(partitions), (C.KIND_CONSUMER,))], columns, PREFETCH_ROWS_MAX)
+    stored = snapshot.stored_rows(
+        [FileQuery(tuple(partitions), (C.KIND_CONSUMER,))], columns, placement().rows_max(Work.PREFETCH)
+    )
     if stored is not None:
         rows = stored.filter(
             pc.and_kleene(
@@ -201,7 +203,7 @@ def claim_in_place(
     """
 
     def attempt(_: int) -> tuple[InPlaceDecision, int | None, str]:
-        if supports_transactions(runner.session()):
+        if commits_files(runner.session()):
             return _claim_as_files(runner, selection, owners, just_id)
         decided: list[InPlaceDecision] = []
 

@@ -45,7 +45,7 @@ from streamclaim_spark.fleet.recovery.plan import (
 from streamclaim_spark.fleet.recovery.report import GroupReport, group_report, log_scan, warn_without_live_consumers
 from streamclaim_spark.fleet.recovery.rules import GroupRules
 from streamclaim_spark.state.commit_rows import pending_rows_written
-from streamclaim_spark.state.delta_txn import supports_transactions
+from streamclaim_spark.state.delta_txn import commits_files
 from streamclaim_spark.state.schema import in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
 
@@ -255,7 +255,7 @@ def decide_round(
         planned[pair] = head.version
     in_place = set(claims_only(rules, tallies, changed))
     merged = [pair for pair in changed if pair not in in_place]
-    if in_place and not merged and supports_transactions(ctx.snapshot.spark):
+    if in_place and not merged and commits_files(ctx.snapshot.spark):
         # Every changed group only claims in place: one commit of files rewrites their PEL files, heads
         # and recovery consumers (created where missing), where a MERGE of consumers and an UPDATE took two.
         for pair in sorted(in_place):

@@ -15,6 +15,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from streamclaim_spark.state import file_cache
+
 # Each session's Hadoop configuration and the driver's raw local file system (no checksum files beside
 # the copies): built once, since each costs a py4j round trip and settings are fixed when Spark starts.
 _HADOOP: weakref.WeakKeyDictionary[SparkSession, tuple[Any, Any]] = weakref.WeakKeyDictionary()
@@ -32,7 +34,10 @@ def local_path(jvm: Any, path: str) -> str:
 
 def download(spark: SparkSession, path: str, local: str, size: int | None = None) -> None:
     """Copies the file at ``path`` (any Hadoop file system) to the driver's file ``local``. ``size``, the
-    file's length as the log records it, spares an object store the request that would look it up."""
+    file's length as the log records it, spares an object store the request that would look it up. A
+    small file this process wrote or read before is copied from the driver's own copy (state/file_cache.py)."""
+    if file_cache.take(path, local):
+        return
     jvm, conf, local_fs = _hadoop(spark)
     source = jvm.org.apache.hadoop.fs.Path(path)
     opening = source.getFileSystem(conf).openFile(source).opt(_READ_POLICY, "whole-file")
@@ -41,6 +46,7 @@ def download(spark: SparkSession, path: str, local: str, size: int | None = None
     reading = opening.build().get()
     writing = local_fs.create(jvm.org.apache.hadoop.fs.Path(f"file://{local}"), True)
     jvm.org.apache.hadoop.io.IOUtils.copyBytes(reading, writing, conf, True)  # closes both
+    file_cache.keep(path, local)
 
 
 def upload(spark: SparkSession, local: str, path: str) -> None:
@@ -56,6 +62,7 @@ def upload(spark: SparkSession, local: str, path: str) -> None:
     creating = target.getFileSystem(conf).createFile(target).overwrite(True).recursive()
     writing = creating.opt(_CREATE_PERFORMANCE, "true").build()
     jvm.org.apache.hadoop.io.IOUtils.copyBytes(local_fs.open(source), writing, conf, True)  # closes both
+    file_cache.keep(path, local)
     os.remove(local)
 
 

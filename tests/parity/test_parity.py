@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from streamclaim_spark import StreamStore
+from streamclaim_spark.core.placement import Force, placed
 from streamclaim_spark.store import wall_clock_ms
 from tests.clock import ManualClock
 from tests.conftest import StoreFactory
@@ -111,12 +112,22 @@ def prefix_stores(templates: TemplateStores) -> PrefixTemplates[Step, Outcome]:
     return PrefixTemplates(templates, PREFIXES, "parity", _run_on_store, clock_after=lambda _: ManualClock(START_MS))
 
 
+# Each scenario runs with each form of the store's work forced (core/placement.py): on the driver
+# (pyarrow, transactions of files) and in Spark (queries, Spark writes, MERGEs), as object stores,
+# Spark Connect and big work take it. Both must answer as redis-server does.
+FORMS = ("driver", "spark")
+
+
 @pytest.mark.spark
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name", EXACT_SCENARIOS)
-def test_store_replies_like_redis(name: str, redis: RespClient, prefix_stores: PrefixTemplates[Step, Outcome]) -> None:
+def test_store_replies_like_redis(
+    name: str, form: Force, redis: RespClient, prefix_stores: PrefixTemplates[Step, Outcome]
+) -> None:
     steps = SCENARIOS[name]
     expected = run_on(redis, steps)
-    actual = prefix_stores.run(steps)
+    with placed(force=form):
+        actual = prefix_stores.run(steps)
     actual = [_like_server(step, e, a) for step, e, a in zip(steps, expected, actual, strict=True)]
     assert_same_outcomes(steps, expected, actual)
 
@@ -152,13 +163,15 @@ def _generated_ids_ranked(outcomes: list[Outcome]) -> list[Outcome]:
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("name", sorted(SHAPE_ONLY_SCENARIOS))
 def test_store_replies_like_redis_up_to_generated_ids(
-    name: str, redis: RespClient, prefix_stores: PrefixTemplates[Step, Outcome]
+    name: str, form: Force, redis: RespClient, prefix_stores: PrefixTemplates[Step, Outcome]
 ) -> None:
     steps = SHAPE_ONLY_SCENARIOS[name]
     expected = run_on(redis, steps)
-    actual = prefix_stores.run(steps)
+    with placed(force=form):
+        actual = prefix_stores.run(steps)
     actual = [_like_server(step, e, a) for step, e, a in zip(steps, expected, actual, strict=True)]
     assert_same_outcomes(steps, _generated_ids_ranked(expected), _generated_ids_ranked(actual))
 

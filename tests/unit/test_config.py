@@ -185,6 +185,15 @@ DURATION = 'write a whole number with a unit, e.g. "250ms", "90s", "5m", "2h", "
         ('store = "x"\n', "store must be a table; write it as [store]"),
         ('spark.conf = "x"\n', "spark.conf must be a table; write it as [spark.conf]"),
         ("[store]\npath = 1\n", "store.path = 1 must be a non-empty string"),
+        (
+            '[store.placement]\nforce = "gpu"\n',
+            'store.placement.force = \'gpu\' must be "auto" (each piece of work where it runs best), "driver" or '
+            '"spark" (that form wherever it can run)',
+        ),
+        (
+            "[store.placement]\napply_rows = 0\n",
+            "store.placement.apply_rows = 0 must be a whole number of 1 or more (no quotes)",
+        ),
         ('[store]\npath = " "\n', "store.path = ' ' must be a non-empty string"),
         (
             '[store]\ndatabase = "1x"\n',

@@ -9,7 +9,9 @@ loopback, single-writer mode), each with a stream of ``--entries`` entries all d
 whose PEL is an hour stale. Then ``--rounds`` rounds of a consumer's mix on each store in turn: XADD,
 XREADGROUP COUNT 10, XACK of those, XPENDING summary, XPENDING - + 10, XCLAIM of one stale entry,
 XAUTOCLAIM COUNT 10, XINFO GROUPS. Prints per command and store the p50 milliseconds of the rounds
-after the first and the Spark jobs of the last round, and the ratio s3a / local.
+after the first and the Spark jobs of the last round, and the ratio s3a / local. With ``--claim-entries
+N``, then on each store a stream of N entries delivered to a dead consumer, claimed twice in a batch
+(``claim_stale``, each time all N stale again): the seconds of each claim.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from bench.moto import moto_server
-from streamclaim_spark import StreamStore
+from streamclaim_spark import StaleSelection, StreamStore
 from streamclaim_spark.testing.spark_jobs import count_jobs
 
 BUCKET = "mix"
@@ -68,11 +70,28 @@ def one_round(store: StreamStore, stale: list[str], round_number: int) -> dict[s
     return took
 
 
+def batched_claims(store: StreamStore, entries: int, clock: list[int]) -> list[float]:
+    """Seconds of two batched claims of ``entries`` stale entries of a new stream ``big``."""
+    store.append("big", store.spark.range(entries).select(F.col("id").cast("string").alias("n")))
+    store.execute("XGROUP", "CREATE", "big", "g", "0")
+    store.deliver("big", "g", "dead")
+    selection = StaleSelection(min_idle_ms=HOUR_MS, streams=("big",), groups=("g",))
+    took = []
+    for claimer in ("first", "second"):
+        clock[0] += 2 * HOUR_MS
+        started = time.perf_counter()
+        result = store.claim_stale(selection, claimer)
+        took.append(round(time.perf_counter() - started, 2))
+        assert result.total_claimed == entries, result.counts
+    return took
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--port", type=int, default=5078)
+    parser.add_argument("--claim-entries", type=int, default=0, help="then a batched claim of this many (0: none)")
     args = parser.parse_args(argv)
 
     from streamclaim_spark.state.session import build_session
@@ -90,6 +109,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         for number in range(args.rounds):
             for name, (store, stale) in stores.items():
                 rounds[name].append(one_round(store, stale, number))
+        claims = {
+            name: batched_claims(store, args.claim_entries, clock) if args.claim_entries else []
+            for name, (store, _) in stores.items()
+        }
         spark.stop()
     result: dict[str, Any] = {}
     for command in rounds["local"][0]:
@@ -99,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             row[f"{name}_jobs"] = rounds[name][-1][command][1]
         row["ratio"] = round(row["s3a_p50_ms"] / row["local_p50_ms"], 2)
         result[command] = row
+    if args.claim_entries:
+        result[f"batched claim of {args.claim_entries}"] = {f"{name}_seconds": took for name, took in claims.items()}
     print(json.dumps(result, indent=2))
 
 

@@ -29,6 +29,8 @@ Force = Literal["auto", "driver", "spark"]
 FORCES: tuple[Force, ...] = ("auto", "driver", "spark")
 
 _MIB = 1024 * 1024
+# No bound: the largest a Java int holds less one, since callers pass a bound plus one to Spark's limit.
+_UNBOUNDED = 2**31 - 2
 
 
 class Form(enum.Enum):
@@ -125,7 +127,7 @@ class Placement:
         if self.force == "spark":
             return -1
         if work not in _ROWS_BOUND or self.force == "driver":
-            return 2**62
+            return _UNBOUNDED
         bound: int = getattr(self, _ROWS_BOUND[work])
         return bound
 

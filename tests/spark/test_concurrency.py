@@ -32,6 +32,7 @@ from streamclaim_spark import ReplyError, StreamStore
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.partitions import bucket_of, group_partition
+from streamclaim_spark.core.placement import Force, placed
 from tests.clock import ManualClock
 from tests.spark.pel import by_id, current_version, duplicates, entry_ids, pel_rows
 
@@ -260,8 +261,9 @@ def test_six_threads_autoclaiming_the_same_ten_thousand_stale_entries_claim_each
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("form", ["driver", "spark"])  # commits of files racing, and MERGEs racing
 def test_eight_threads_xclaiming_the_same_two_hundred_ids_claim_each_exactly_once(
-    spark: SparkSession, make_store: Any
+    spark: SparkSession, make_store: Any, form: Force
 ) -> None:
     clock = ManualClock(T0)
     store = make_store(clock=clock)
@@ -271,7 +273,8 @@ def test_eight_threads_xclaiming_the_same_two_hundred_ids_claim_each_exactly_onc
     version_before = current_version(store)
     watch.lap("seeding 200 entries")
     consumers = [f"c{i}" for i in range(8)]
-    outcomes = race(store, {c: ["XCLAIM", "s", "g", c, MIN_IDLE, *ids] for c in consumers})
+    with placed(force=form):
+        outcomes = race(store, {c: ["XCLAIM", "s", "g", c, MIN_IDLE, *ids] for c in consumers})
     watch.lap("the race (8 racers)")
     report("XCLAIM race", outcomes)
     claims = {c: claimed_ids(outcome.reply) for c, outcome in outcomes.items()}

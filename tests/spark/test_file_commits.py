@@ -369,14 +369,29 @@ def test_a_command_s_insert_is_a_file_of_its_own_and_reads_no_entry_file(store: 
     assert store.execute("XREVRANGE", "s", "+", "-", "COUNT", "1") == [[added, ["f", "v"]]]
 
 
-def test_writes_reaching_more_stored_rows_than_the_driver_rewrites_commit_by_merge(
-    store: StreamStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_writes_reaching_more_stored_rows_than_the_driver_rewrites_commit_by_merge(store: StreamStore) -> None:
     target = [row.id for row in pel_rows(store, "s", "g")][600]
 
     with placed(apply_rows=10):
         assert store.execute("XACK", "s", "g", target) == 1
 
+    assert store.last_commit_version is not None
+    assert log_entry(store, store.last_commit_version)["info"]["operation"] == "MERGE"
+    assert target not in {row.id for row in pel_rows(store, "s", "g")}
+
+
+def test_reads_and_writes_past_the_driver_bytes_take_spark_and_give_the_same_replies(
+    spark: SparkSession, store: StreamStore
+) -> None:
+    target = [row.id for row in pel_rows(store, "s", "g")][601]
+    with count_jobs(spark.sparkContext) as on_driver:
+        summary = store.execute("XPENDING", "s", "g", "-", "+", "3")
+
+    with placed(driver_bytes=1), count_jobs(spark.sparkContext) as by_spark:
+        assert store.execute("XPENDING", "s", "g", "-", "+", "3") == summary
+        assert store.execute("XACK", "s", "g", target) == 1
+
+    assert (on_driver.jobs, by_spark.jobs > 0) == (0, True)
     assert store.last_commit_version is not None
     assert log_entry(store, store.last_commit_version)["info"]["operation"] == "MERGE"
     assert target not in {row.id for row in pel_rows(store, "s", "g")}

@@ -36,7 +36,10 @@ def take(location: str, local: str) -> bool:
         if kept is None:
             return False
         _copies.move_to_end(location)
-    shutil.copyfile(kept[0], local)
+    try:
+        shutil.copyfile(kept[0], local)
+    except FileNotFoundError:  # evicted by another thread since: the caller downloads it
+        return False
     return True
 
 

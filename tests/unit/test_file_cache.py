@@ -50,3 +50,11 @@ def test_a_file_larger_than_a_tenth_of_the_cache_is_not_kept(tmp_path: Path, mon
     file_cache.keep("s3a://b/big", written(tmp_path / "big", 101))
 
     assert not file_cache.take("s3a://b/big", str(tmp_path / "back"))
+
+
+def test_a_copy_evicted_while_it_is_taken_counts_as_not_kept(tmp_path: Path) -> None:
+    file_cache.keep("s3a://b/gone", written(tmp_path / "up", 10))
+    copy, _ = file_cache._copies["s3a://b/gone"]
+    Path(copy).unlink()  # as another thread's eviction removes it between the lookup and the copy
+
+    assert not file_cache.take("s3a://b/gone", str(tmp_path / "back"))

@@ -236,9 +236,10 @@ class DeltaTransaction:
         columns = self._driver_columns()
         if columns is None or any(file.deletionVector() is not None for file in files):
             return None
-        sizes = {data_file_path(self._data_path, str(file.path())): int(file.size()) for file in files}
+        root = self._data_path
+        located = [(data_file_path(root, str(file.path())), bucket_of(file)) for file in files]
+        sizes = {location: int(file.size()) for (location, _), file in zip(located, files, strict=True)}
         with self._file_place(sizes) as place:
-            located = [(data_file_path(self._data_path, str(file.path())), bucket_of(file)) for file in files]
             if place.fetch is None:
                 located = [(local_path(self._jvm, location), bucket) for location, bucket in located]
             rows = sum(row_count(file) for file in files)

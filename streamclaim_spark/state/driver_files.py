@@ -66,12 +66,13 @@ def each_on_driver(
     assert jvm is not None
     wanted = list(columns) if columns is not None else None
     paths = [data_file_path(table_path, str(file.path())) for file in files]
+    on_disk = [local_path(jvm, path) if is_local(jvm, path) else None for path in paths]
     with tempfile.TemporaryDirectory(prefix="streamclaim-files-") as local_folder:
 
         def read(position: int) -> T:
-            path = paths[position]
-            if is_local(jvm, path):
-                return consume(read_columns(local_path(jvm, path), wanted))
+            path, disk_path = paths[position], on_disk[position]
+            if disk_path is not None:
+                return consume(read_columns(disk_path, wanted))
             local = f"{local_folder}/{position}.parquet"
             download(spark, path, local, int(files[position].size()))
             try:
@@ -79,7 +80,7 @@ def each_on_driver(
             finally:
                 os.remove(local)
 
-        if not all(is_local(jvm, path) for path in paths):
+        if None in on_disk:
             threads = max(threads, COPY_THREADS)
         if threads <= 1 or len(paths) <= 1:
             return [read(position) for position in range(len(paths))]

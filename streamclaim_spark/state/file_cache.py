@@ -37,7 +37,7 @@ def take(location: str, local: str) -> bool:
             return False
         _copies.move_to_end(location)
     try:
-        shutil.copyfile(kept[0], local)
+        _link(kept[0], local)
     except FileNotFoundError:  # evicted by another thread since: the caller downloads it
         return False
     return True
@@ -52,13 +52,24 @@ def keep(location: str, local: str) -> None:
         if location in _copies:
             return
         copy = os.path.join(_cache_folder(), f"{uuid.uuid4()}.parquet")
-        shutil.copyfile(local, copy)
+        _link(local, copy)
         _copies[location] = (copy, size)
         _held[0] += size
         while _held[0] > CACHE_BYTES:
             _, (evicted, evicted_size) = _copies.popitem(last=False)
             os.remove(evicted)
             _held[0] -= evicted_size
+
+
+def _link(source: str, target: str) -> None:
+    """``target`` as a second name of ``source`` (no bytes copied: the caller may delete either name),
+    or a copy where the two folders lie on different file systems."""
+    try:
+        os.link(source, target)
+    except OSError as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        shutil.copyfile(source, target)
 
 
 def _cache_folder() -> str:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 import zipfile
 from collections.abc import Callable, Sequence
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.clock import ManualClock
-from tests.spark.s3_worker import s3a_settings
+from tests.spark.s3_worker import report_and_stop, s3a_settings
 
 T0 = 1_700_000_000_000
 HOUR = 3_600_000
@@ -225,10 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         [entry_id, consumer, int(deliveries)]
         for entry_id, consumer, _idle, deliveries in store.execute("XPENDING", "s", "g", "-", "+", "1000")
     ]
-    sys.stdout.write("result " + json.dumps(result) + "\n")
-    sys.stdout.flush()
-    spark.stop()
-    return 0
+    return report_and_stop(spark, result)
 
 
 if __name__ == "__main__":

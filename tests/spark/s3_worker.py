@@ -105,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs = spark.read.format("delta").load(f"{args.path}/recovery_runs").select("run_id", "writer_mode")
     result["recovery_runs"] = [list(row) for row in runs.collect()]
     result["xpending_after_recovery"] = store.execute("XPENDING", "s", "g")
+    return report_and_stop(spark, result)
+
+
+def report_and_stop(spark: Any, result: dict[str, Any]) -> int:
+    """Prints the worker's one ``result <json>`` line, stops its session and gives the exit code 0."""
     sys.stdout.write("result " + json.dumps(result) + "\n")
     sys.stdout.flush()
     spark.stop()

@@ -92,9 +92,25 @@ def delta_log(spark: SparkSession, table_path: str) -> Any:
 
 
 def updated_snapshot(spark: SparkSession, table_path: str) -> Any:
-    """Delta's JVM snapshot of the table's newest version, after looking for new commits (one log listing)."""
+    """Delta's JVM snapshot of the table's newest version, after looking for new commits (one log listing).
+    This thread's next ``fresh_snapshot`` of the table takes it without listing again."""
     log = delta_log(spark, table_path)
-    return log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+    snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+    _fresh.snapshots = {table_path: snapshot}
+    return snapshot
+
+
+# The snapshot this thread's last ``updated_snapshot`` listed, by table: a command lists the log once to
+# pin its snapshot, and its transaction starts there instead of listing it again (one request on S3).
+_fresh = threading.local()
+
+
+def fresh_snapshot(table_path: str) -> Any | None:
+    """The snapshot of ``table_path`` this thread's last ``updated_snapshot`` listed, once (None after, or
+    if there is none). A transaction may start at it: commits that landed since make its commit check
+    them, as any commit on a snapshot older than the newest does."""
+    snapshots: dict[str, Any] = getattr(_fresh, "snapshots", {})
+    return snapshots.pop(table_path, None)
 
 
 def latest_version(spark: SparkSession, table_path: str) -> int:

@@ -31,7 +31,7 @@ from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.retention import MAX_TRANSACTION_MS
 from streamclaim_spark.errors import TransactionExpiredError
 from streamclaim_spark.state.add_files import bucket_of, data_file_path, file_name, row_count
-from streamclaim_spark.state.delta_io import is_connect
+from streamclaim_spark.state.delta_io import fresh_snapshot, is_connect
 from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
 from streamclaim_spark.state.logged_files import LoggedFile, files_at
@@ -69,7 +69,8 @@ def active_session(spark: SparkSession) -> Iterator[None]:
 
 
 class DeltaTransaction:
-    """A Delta transaction on the table at ``path``, started at its newest version.
+    """A Delta transaction on the table at ``path``, started at its newest version (the one this thread
+    just listed, when it did: ``delta_io.fresh_snapshot``).
 
     Run it inside ``active_session``. Use: ``files_in`` (the files that may hold some rows, recorded as
     read), ``read_files`` (their rows), ``write`` (rows as new data files), ``commit`` (the new files
@@ -88,7 +89,11 @@ class DeltaTransaction:
         assert jvm is not None, "DeltaTransaction needs a classic session"
         self._jvm = jvm
         delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
-        self._txn = delta_log.startTransaction()
+        fresh = fresh_snapshot(path)
+        if fresh is None or fresh.version() < delta_log.unsafeVolatileSnapshot().version():
+            self._txn = delta_log.startTransaction()  # lists the log for its newest version
+        else:  # the snapshot this command just listed, still the newest this process knows
+            self._txn = delta_log.startTransaction(jvm.scala.Option.empty(), jvm.scala.Option.apply(fresh))
         self.started_ms = int(time.time() * 1000)  # before any file of it is written
         self._logged: list[LoggedFile] | None = None
         self._written = (0, 0, 0)  # files, rows and bytes written on the driver, for the commit's metrics

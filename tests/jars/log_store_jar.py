@@ -38,7 +38,8 @@ VERSION = LOG_STORE_PACKAGE.rsplit(":", 1)[1]
 DELTA_STORAGE_PACKAGE = f"io.delta:delta-storage:{VERSION}"
 RELEASE = "11"
 
-MODULE = Path(__file__).resolve().parent / "delta-storage-s3-dynamodb"
+REPO = Path(__file__).resolve().parents[2]
+MODULE = REPO / "tests" / "jars" / "delta-storage-s3-dynamodb"
 SOURCES = MODULE / "src" / "main" / "java"
 JAR = MODULE / "build" / f"delta-storage-s3-dynamodb-{VERSION}.jar"
 KEY = JAR.with_name(JAR.name + ".key")
@@ -78,6 +79,26 @@ def is_current() -> bool:
     return JAR.is_file() and KEY.is_file() and KEY.read_text(encoding="utf-8") == build_key()
 
 
+def jar_for_tests() -> Path | None:
+    """``JAR``, built first when it is missing or stale (scripts/setup.sh builds it; this covers a run of
+    pytest alone) in a process of its own, whose JVM is not the test process' session's. None when there
+    is no JDK to build it with, outside CI (the test then asks Maven for ``LOG_STORE_PACKAGE``); in CI
+    that, and any build that fails, raises."""
+    if is_current():
+        return JAR
+    if jdk_tool("javac") is None or jdk_tool("jar") is None:
+        if os.environ.get("CI") == "true":
+            raise RuntimeError(f"{NO_JDK_HINT}; CI must run the multi-writer S3 test on it")
+        return None
+    # A gateway named in the environment would be used instead of launching one (pyspark.java_gateway).
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_GATEWAY_")}
+    command = [sys.executable, "-m", "tests.jars.log_store_jar"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False)
+    if done.returncode != 0 or not is_current():
+        raise RuntimeError(f"the log store jar was not built (exit {done.returncode}): {done.stderr[-4000:]}")
+    return JAR
+
+
 def unavailable(reason: str) -> None:
     """What a test does when the jar cannot be built: skips, except in CI, where it fails."""
     import pytest
@@ -96,13 +117,12 @@ def resolve_classpath() -> list[str]:
 
     conf = SparkConf(loadDefaults=False).set("spark.jars.packages", f"{DELTA_STORAGE_PACKAGE},{AWS_SDK_PACKAGE}")
     conf.set("spark.ui.enabled", "false")
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_GATEWAY_")}
     with tempfile.TemporaryFile("w+") as output:
         try:
             # spark-submit resolves the packages before its JVM starts the gateway, and hands their local
             # paths to it as the system property spark.jars; nothing else of Spark starts.
             gateway = launch_gateway(  # type: ignore[no-untyped-call]
-                conf, popen_kwargs={"stdout": output, "stderr": output, "env": env}
+                conf, popen_kwargs={"stdout": output, "stderr": output}
             )
         except Exception:
             output.seek(0)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Shared install step for tests and demos: the project's .venv (with the dev extras) and a redis-server.
-# Idempotent: an existing .venv is reused and redis-server is installed only when missing.
+# Shared install step for tests and demos: the project's .venv (with the dev extras), a redis-server, the JVM
+# class archive and the tests' S3DynamoDBLogStore jar.
+# Idempotent: an existing .venv is reused, redis-server is installed only when missing, the archive and the
+# jar are built only when what they are built from changed.
 # The parity tests need a real redis-server; as root this installs Debian's package (7.0.x on bookworm).
 # In CI (CI=true) a missing redis-server is an error, so the parity suite can never be skipped there.
 set -euo pipefail
@@ -38,3 +40,10 @@ section "JVM class archive"
 # New processes map the classes Spark and Delta load instead of loading them (~4 s of a cold job's start,
 # docs/BENCHMARKS.md); built again only when Java, pyspark or Delta changed.
 .venv/bin/python -m streamclaim_spark.cli.jvm_archive --if-stale
+
+section "test jar: Delta's S3DynamoDBLogStore"
+# tests/spark/test_s3.py races two drivers through io.delta:delta-storage-s3-dynamodb, which not every Maven
+# registry serves: built from Delta's sources in tests/jars/delta-storage-s3-dynamodb (javac, against jars
+# Spark's Ivy resolves), again only when they, the JDK or the versions changed. Without a JDK it warns (the
+# test then asks Maven for the published jar), except in CI (CI=true), where that is an error.
+.venv/bin/python -m tests.jars.log_store_jar --if-stale

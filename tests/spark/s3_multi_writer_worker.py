@@ -2,8 +2,10 @@
 Delta's ``S3DynamoDBLogStore``, with S3 and DynamoDB both served by moto on loopback.
 
 Run as ``python -m tests.spark.s3_multi_writer_worker --endpoint http://127.0.0.1:PORT --path s3a://b/multi
---table delta_log --endpoints-jar JAR --barrier DIR --name c1 --peer c2 [--seed]``, once per driver, each
-in a process (and so a JVM) of its own. It prints one line, ``result <json>``; Spark's logging goes to stderr.
+--table delta_log --endpoints-jar JAR [--log-store-jar JAR] --barrier DIR --name c1 --peer c2 [--seed]``,
+once per driver, each in a process (and so a JVM) of its own. It prints one line, ``result <json>``; Spark's
+logging goes to stderr. ``--log-store-jar`` is the log store built from Delta's sources
+(tests/jars/log_store_jar.py); without it the driver asks Maven for ``io.delta:delta-storage-s3-dynamodb``.
 
 The two drivers meet at files in ``--barrier``:
 
@@ -45,12 +47,22 @@ ENTRIES = 200
 WAIT_S = 300.0
 
 
-def dynamodb_log_store_settings(table: str, endpoints_jar: str) -> dict[str, str]:
+def dynamodb_log_store_settings(table: str, endpoints_jar: str, log_store_jar: str | None) -> dict[str, str]:
     """Spark settings that make Delta commit to ``s3a://`` through S3DynamoDBLogStore, its DynamoDB
     client pointed at moto by the AWS SDK v1 endpoints override in ``endpoints_jar`` (see
-    ``write_endpoints_override``)."""
-    from streamclaim_spark.core.object_store import DYNAMODB_PACKAGES, S3_DYNAMODB_LOG_STORE, S3A_PACKAGE
+    ``write_endpoints_override``). The log store's classes come from ``log_store_jar``, or, when it is
+    None, from the published ``io.delta:delta-storage-s3-dynamodb``; the AWS SDK v1's DynamoDB client
+    from Maven either way."""
+    from streamclaim_spark.core.object_store import S3_DYNAMODB_LOG_STORE, S3A_PACKAGE
     from streamclaim_spark.state.session import DELTA_PACKAGE
+    from tests.jars.log_store_jar import AWS_SDK_PACKAGE, LOG_STORE_PACKAGE
+
+    packages = [DELTA_PACKAGE, S3A_PACKAGE, AWS_SDK_PACKAGE]
+    jars = [endpoints_jar]
+    if log_store_jar is None:
+        packages.append(LOG_STORE_PACKAGE)
+    else:
+        jars.append(log_store_jar)
 
     prefix = "spark.io.delta.storage.S3DynamoDBLogStore"
     return {
@@ -60,13 +72,13 @@ def dynamodb_log_store_settings(table: str, endpoints_jar: str) -> dict[str, str
         # SDK v1 class (the log store's ReflectionUtils instantiates it with no arguments): reads
         # AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, which the test sets to moto's dummy keys.
         f"{prefix}.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
-        "spark.jars": endpoints_jar,
+        "spark.jars": ",".join(jars),
         # The log store's client speaks HTTPS whatever the endpoint file says (the protocol comes from
         # its ClientConfiguration, which the log store leaves at HTTPS), so moto's DynamoDB is served
         # over TLS with a self-signed certificate; this SDK v1 switch accepts it. It touches the v1
         # clients only: S3A (SDK v2) keeps talking plain HTTP to the S3 server.
         "spark.driver.extraJavaOptions": "-Dcom.amazonaws.sdk.disableCertChecking=true",
-        "spark.jars.packages": f"{DELTA_PACKAGE},{S3A_PACKAGE},{DYNAMODB_PACKAGES}",
+        "spark.jars.packages": ",".join(packages),
     }
 
 
@@ -162,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--path", required=True, help="the store, s3a://...")
     parser.add_argument("--table", required=True, help="the DynamoDB table of the log store")
     parser.add_argument("--endpoints-jar", required=True, help="jar with the SDK v1 endpoints override")
+    parser.add_argument("--log-store-jar", default=None, help="S3DynamoDBLogStore's jar (default: from Maven)")
     parser.add_argument("--barrier", required=True, type=Path, help="folder where the two drivers meet")
     parser.add_argument("--name", required=True, help="this driver's consumer name")
     parser.add_argument("--peer", required=True, help="the other driver's consumer name")
@@ -179,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from streamclaim_spark.state.session import build_session
     from tests.fixtures import TEST_SPARK_CONF
 
-    log_store = dynamodb_log_store_settings(args.table, args.endpoints_jar)
+    log_store = dynamodb_log_store_settings(args.table, args.endpoints_jar, args.log_store_jar)
     conf = {**TEST_SPARK_CONF, **s3a_settings(args.endpoint), **log_store}
     spark = build_session(master="local[2]", app_name=f"s3-multi-writer-{args.name}", conf=conf)
     result: dict[str, Any] = {"name": args.name}

@@ -34,7 +34,7 @@ from streamclaim_spark.state.add_files import bucket_of, data_file_path, file_na
 from streamclaim_spark.state.delta_io import fresh_snapshot, is_connect
 from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
-from streamclaim_spark.state.logged_files import LoggedFile, files_at
+from streamclaim_spark.state.logged_files import LoggedFile, files_at, keep_committed
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
@@ -96,6 +96,7 @@ class DeltaTransaction:
             self._txn = delta_log.startTransaction(jvm.scala.Option.empty(), jvm.scala.Option.apply(fresh))
         self.started_ms = int(time.time() * 1000)  # before any file of it is written
         self._logged: list[LoggedFile] | None = None
+        self._written_files: dict[int, LoggedFile] = {}  # by the id of its AddFile: what it was written as
         self._written = (0, 0, 0)  # files, rows and bytes written on the driver, for the commit's metrics
 
     @property
@@ -281,7 +282,13 @@ class DeltaTransaction:
     def _added(self, actions: list[dict[str, Any]], rows: int) -> list[Any]:
         """``add`` actions written on the driver as Delta's ``AddFile``s, their metrics registered."""
         from_json = self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson
-        added = [from_json(json.dumps({"add": action})) for action in actions]
+        added = []
+        for action in actions:
+            line = json.dumps({"add": action})
+            file = LoggedFile.from_add(action, line)
+            file._add_file = from_json(line)
+            self._written_files[id(file._add_file)] = file
+            added.append(file._add_file)
         self._register_written(len(added), rows, sum(action["size"] for action in actions))
         return added
 
@@ -316,6 +323,7 @@ class DeltaTransaction:
                 f"a transaction on {self._path} stayed open {age_ms} ms, longer than the {MAX_TRANSACTION_MS} ms "
                 "a commit may take: it commits nothing and re-runs"
             )
+        added, removed_files = list(added), list(removed_files)
         actions = [*added, *(file.remove() for file in removed_files)]
         if writer is not None:
             app_id, version = writer
@@ -325,7 +333,20 @@ class DeltaTransaction:
         append = self._jvm.org.apache.spark.sql.SaveMode.Append
         write = getattr(self._jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
         operation = write(append, none, none, none, none, none, none, none, none)
-        return int(self._txn.commit(self._seq(actions), operation))
+        version = int(self._txn.commit(self._seq(actions), operation))
+        self._keep_files(version, added, removed_files)
+        return version
+
+    def _keep_files(self, version: int, added: Sequence[Any], removed_files: Sequence[Any]) -> None:
+        """Keeps the table's files at ``version``, this commit's, on the driver (``keep_committed``) when
+        every file it added was written here and every file it removed came from the kept files."""
+        if self._logged is None:
+            return
+        written = [self._written_files.get(id(file)) for file in added]
+        kept = {id(file._add_file): file for file in self._logged if file._add_file is not None}
+        gone = [kept.get(id(file)) for file in removed_files]
+        if all(file is not None for file in written) and all(file is not None for file in gone):
+            keep_committed(self._path, self._txn.snapshot(), version, written, gone)  # type: ignore[arg-type]
 
     def mark_checked(self, files: Iterable[Any]) -> None:
         """Records in Delta's per-process auto-compaction memory that the buckets of ``files`` (committed

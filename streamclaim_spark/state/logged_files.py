@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,11 +72,19 @@ class LoggedFile:
 @dataclass(frozen=True)
 class _Version:
     """A table's files at ``version``, read at the commit file ``commit`` (name, length, modification
-    time; None when it was not in the log segment, so that it cannot be checked later)."""
+    time; None when it was not in the log segment, so that it cannot be checked later). ``own``: this
+    process made that commit (``keep_committed``), so any commit file of that version is its own."""
 
     version: int
     commit: tuple[str, int, int] | None
     files: dict[str, LoggedFile]
+    own: bool = False
+
+    def shown_in(self, segment: _Segment) -> bool:
+        """True when ``segment`` holds the commit these files were read at."""
+        if self.own:
+            return segment.status(self.version) is not None
+        return segment.shows(self.version, self.commit)
 
 
 # The files before a table's first commit: none. Brought forward through every commit of a log that has
@@ -100,7 +109,7 @@ def files_at(spark: SparkSession, table_path: str, snapshot: Any) -> list[Logged
     segment = _Segment(snapshot)
     with _LOCK:
         candidates = [kept for kept in _KEPT.get(key, []) if kept.version <= version]
-    base = next((kept for kept in reversed(candidates) if segment.shows(kept.version, kept.commit)), None)
+    base = next((kept for kept in reversed(candidates) if kept.shown_in(segment)), None)
     if base is not None and base.version == version:
         with _LOCK:
             if key in _KEPT:
@@ -111,13 +120,47 @@ def files_at(spark: SparkSession, table_path: str, snapshot: Any) -> list[Logged
         current = _forward(_BEFORE_CREATION, segment, version)
     if current is None:
         current = _from_state(spark._jvm, snapshot, segment.commit(version))
+    _keep(key, current)
+    return list(current.files.values())
+
+
+def keep_committed(
+    table_path: str, snapshot: Any, version: int, added: Sequence[LoggedFile], removed: Sequence[LoggedFile]
+) -> bool:
+    """Keeps the files at ``version``, the commit this process just made on top of ``snapshot`` (its
+    transaction's), from the files kept at the snapshot's version and what the commit ``added`` (as
+    written) and ``removed``: the next listing reads no commit back from the log (on S3 a HEAD and a
+    GET, ~40 ms on moto). False, keeping nothing, where the log entry may differ from what was written:
+    tables whose protocol has Delta fill in fields of an ``AddFile`` at commit (row tracking, clustering),
+    or no kept files at the snapshot's version."""
+    features = str(snapshot.protocol().writerFeatureNames())
+    if any(feature in features for feature in _FILLED_AT_COMMIT):
+        return False
+    key = (table_path, str(snapshot.metadata().id()))
+    with _LOCK:
+        base = next((kept for kept in _KEPT.get(key, []) if kept.version == int(snapshot.version())), None)
+    if base is None or version != base.version + 1:
+        return False
+    files = dict(base.files)
+    for file in removed:
+        files.pop(_file_key(json.loads(file.action)["add"]), None)
+    for file in added:
+        files[_file_key(json.loads(file.action)["add"])] = file
+    _keep(key, _Version(version, None, files, own=True))
+    return True
+
+
+# Writer features under which Delta's commit adds to the AddFiles it is given (row IDs, clustering).
+_FILLED_AT_COMMIT = ("rowTracking", "clustering")
+
+
+def _keep(key: tuple[str, str], current: _Version) -> None:
     with _LOCK:
         versions = {kept.version: kept for kept in _KEPT.pop(key, [])}
         versions[current.version] = current
         _KEPT[key] = [versions[number] for number in sorted(versions)][-KEPT_VERSIONS:]
         while len(_KEPT) > KEPT_TABLES:
             del _KEPT[next(iter(_KEPT))]
-    return list(current.files.values())
 
 
 class _Segment:

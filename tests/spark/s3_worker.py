@@ -1,7 +1,7 @@
 """Child driver for the S3 test: the store on ``s3a://`` through Hadoop's S3A connector and a local S3 server.
 
 Run as ``python -m tests.spark.s3_worker --endpoint http://127.0.0.1:PORT --path s3a://b/streams
---refused-path s3a://b/refused``.
+--refused-path s3a://b/refused --moto-log FILE`` (``FILE``: where the S3 server logs its requests).
 Its own JVM carries ``hadoop-aws`` (the test session does not), so it runs in a process of its own. It
 prints one line, ``result <json>``, with what each step saw; Spark's logging goes to stderr.
 
@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from tests.clock import ManualClock
@@ -50,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--path", required=True, help="where the store opens in single-writer mode")
     parser.add_argument("--refused-path", required=True, help="where opening without opt-in must be refused")
+    parser.add_argument("--moto-log", required=True, type=Path, help="the S3 server's request log")
     args = parser.parse_args(argv)
 
     from pyspark.sql import functions as F
@@ -79,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     store.execute("XGROUP", "CREATE", "s", "g", "0")
     store.deliver("s", "g", "dead")
     result["ids"] = [entry[0] for entry in store.execute("XRANGE", "s", "-", "+")]
+    store.execute("XADD", "s", "*", "n", "warm")
+    result["xadd_requests"] = requests_of(args.moto_log, lambda: store.execute("XADD", "s", "*", "n", "counted"))
 
     clock.now = T0 + HOUR
     replies: dict[str, Any] = {}
@@ -106,6 +112,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     result["recovery_runs"] = [list(row) for row in runs.collect()]
     result["xpending_after_recovery"] = store.execute("XPENDING", "s", "g")
     return report_and_stop(spark, result)
+
+
+def requests_of(moto_log: Path, run: Callable[[], Any]) -> list[str]:
+    """The S3 requests ``run`` made, from the server's log: method and key (``LIST`` and the prefix for a
+    listing), with versions, data files and temporary names made general, in the order made."""
+    before = _logged_requests(moto_log)
+    run()
+    # The server logs a request once it has answered it: wait until its log stops growing.
+    seen, still_since = len(_logged_requests(moto_log)), time.monotonic()
+    while time.monotonic() - still_since < 0.5:
+        time.sleep(0.05)
+        now = len(_logged_requests(moto_log))
+        if now != seen:
+            seen, still_since = now, time.monotonic()
+    return [_general(line) for line in _logged_requests(moto_log)[len(before) :]]
+
+
+def _logged_requests(moto_log: Path) -> list[str]:
+    return re.findall(r'"(?:\x1b\[[0-9;]*m)*([A-Z]+ \S+) HTTP', moto_log.read_text())
+
+
+def _general(request: str) -> str:
+    method, target = request.split(" ", 1)
+    listing = re.fullmatch(r"/[^/?]+\?list-type=2&delimiter=/&max-keys=\d+&prefix=(\S*)", target)
+    key = listing.group(1) if listing else target.split("/", 2)[2]
+    key = re.sub(r"\d{20}", "N", key)
+    key = re.sub(r"\.N\.crc\.[0-9a-f-]{36}\.tmp", ".N.crc.tmp", key)
+    key = re.sub(r"part-\d{5}-[0-9a-f-]{36}\.c000\.snappy\.parquet", "DATA", key)
+    return f"{'LIST' if listing else method} {key}"
 
 
 def report_and_stop(spark: Any, result: dict[str, Any]) -> int:

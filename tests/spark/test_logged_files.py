@@ -124,6 +124,29 @@ def test_the_files_kept_on_the_driver_follow_appends_rewrites_and_removals(
     assert all(file.bounds is not None for file in files)
 
 
+def test_the_files_of_a_commit_made_here_are_kept_as_written_without_reading_its_log_entry_back(
+    spark: SparkSession, fresh: tuple[StreamStore, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, path = fresh
+    store.execute("XADD", "s", "1-1", "f", "v")
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    assert logged(spark, path) == delta_files(spark, path)
+    read_back: list[int] = []
+    reading = logged_files._Segment.actions
+    monkeypatch.setattr(logged_files._Segment, "actions", lambda self, v: read_back.append(v) or reading(self, v))
+    # Each command's commit of files adds files written here and removes kept ones (the head rewritten).
+    store.execute("XADD", "s", "1-2", "f", "v")
+    store.execute("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")
+    store.execute("XACK", "s", "g", "1-1")
+    assert logged(spark, path) == delta_files(spark, path)
+    assert read_back == []
+    # A commit by another writer (here a MERGE, whose files Spark wrote) is read from the log as before.
+    version = delta_log(spark, path).unsafeVolatileSnapshot().version()
+    spark.sql(f"UPDATE delta.`{path}` SET {C.TXN} = 'other' WHERE {C.ROW_KIND} = '{C.KIND_PENDING}'")
+    assert logged(spark, path) == delta_files(spark, path)
+    assert read_back == [version + 1]
+
+
 def test_a_table_written_anew_at_the_same_path_is_listed_from_its_own_log(spark: SparkSession, tmp_path: Path) -> None:
     template = tmp_path / "template"
     StreamStore.open(str(template), spark=spark, clock=ManualClock(T0)).execute("XADD", "s", "1-1", "f", "v")

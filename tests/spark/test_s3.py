@@ -44,11 +44,18 @@ DUMMY_KEYS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto S3 server on a free loopback port, with an empty bucket ``streamclaim``."""
-    with moto_server(tmp_path_factory.mktemp("moto")) as endpoint:
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A moto S3 server on a free loopback port, with an empty bucket ``streamclaim``: its URL and the
+    file it logs each request to."""
+    folder = tmp_path_factory.mktemp("moto")
+    with moto_server(folder) as endpoint:
         s3_client(endpoint).create_bucket(Bucket=BUCKET)
-        yield endpoint
+        yield endpoint, folder / "moto.log"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(s3_server: tuple[str, Path]) -> str:
+    return s3_server[0]
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +177,15 @@ def object_keys(endpoint: str, prefix: str) -> list[str]:
 
 
 def test_on_s3_the_store_refuses_to_open_without_opt_in_and_in_single_writer_mode_claims_each_entry_once(
-    s3_endpoint: str,
+    s3_server: tuple[str, Path],
 ) -> None:
+    s3_endpoint, moto_log = s3_server
     path = f"s3a://{BUCKET}/streams"
     refused_path = f"s3a://{BUCKET}/refused"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     command = [sys.executable, "-m", "tests.spark.s3_worker", "--endpoint", s3_endpoint]
     worker = subprocess.run(
-        [*command, "--path", path, "--refused-path", refused_path],
+        [*command, "--path", path, "--refused-path", refused_path, "--moto-log", str(moto_log)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -196,6 +204,30 @@ def test_on_s3_the_store_refuses_to_open_without_opt_in_and_in_single_writer_mod
     assert "--conf spark.delta.logStore.s3a.impl=io.delta.storage.S3DynamoDBLogStore" in result["refusal"]
     assert object_keys(s3_endpoint, "refused/") == []
     assert (result["mode"], result["log_store"]) == ("single-writer", "io.delta.storage.S3SingleDriverLogStore")
+
+    # A warm XADD's requests, a budget (docs/DEPLOY.md, "Requests per commit"): what it reads, then the
+    # commit. The checksum file goes through Hadoop's FileSystem and S3A creates files without probes
+    # (session.DEFAULT_CONF), and the driver keeps the files of its own last commit without reading it
+    # back (logged_files.keep_committed): that took 34 requests before.
+    log = "streams/state/_delta_log/"
+    assert result["xadd_requests"] == [
+        f"LIST {log}",  # the newest version, listed once for the command and its transaction
+        "PUT streams/state/bucket=hs0/DATA",  # the stream's head row, rewritten
+        "PUT streams/state/bucket=s0/DATA",  # the entry
+        f"HEAD {log}N.json",  # Delta's log store: N.json must not exist yet
+        f"LIST {log}N.json/",
+        f"PUT {log}N.json",  # the commit
+        f"HEAD {log}N.json",
+        f"PUT {log}.N.crc.tmp",  # the version's checksum, written aside and renamed (copied) into place
+        f"HEAD {log}N.crc",
+        f"LIST {log}N.crc/",
+        f"HEAD {log}.N.crc.tmp",
+        f"HEAD {log}N.crc",
+        f"LIST {log}N.crc/",
+        f"HEAD {log}.N.crc.tmp",
+        f"PUT {log}N.crc",
+        f"DELETE {log}.N.crc.tmp",
+    ]
 
     # Two threads of this driver race XAUTOCLAIM for the same 200 stale entries: one claims them all, the
     # other re-runs after losing the commit race and finds none stale any more.

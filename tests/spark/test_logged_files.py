@@ -133,7 +133,12 @@ def test_the_files_of_a_commit_made_here_are_kept_as_written_without_reading_its
     assert logged(spark, path) == delta_files(spark, path)
     read_back: list[int] = []
     reading = logged_files._Segment.actions
-    monkeypatch.setattr(logged_files._Segment, "actions", lambda self, v: read_back.append(v) or reading(self, v))
+
+    def actions(segment: Any, version: int) -> list[str] | None:
+        read_back.append(version)
+        return reading(segment, version)
+
+    monkeypatch.setattr(logged_files._Segment, "actions", actions)
     # Each command's commit of files adds files written here and removes kept ones (the head rewritten).
     store.execute("XADD", "s", "1-2", "f", "v")
     store.execute("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")

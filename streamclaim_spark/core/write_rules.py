@@ -1,5 +1,5 @@
 """What a command's row writes do to the stored rows they meet: the clauses of the MERGE a plan of
-writes commits with (engine/transaction.py ``_merge``), as a pure function over rows.
+writes commits with (engine/merge_commit.py ``_merge``), as a pure function over rows.
 
 A commit of files applies them on the driver (engine/file_commit.py) to the rows of the few files that
 may hold the writes' keys, so that a command's commit needs no join in Spark. Both ways must leave the

@@ -2,7 +2,7 @@
 
 The commit is a transaction of files on a classic session (file_commit.py: the writes applied on the
 driver to the files they reach, written_rows.py; appends, removals and rewrites in place), and one
-guarded MERGE (transaction.py) on Spark Connect, for frames of source rows, and for writes reaching
+guarded MERGE (merge_commit.py) on Spark Connect, for frames of source rows, and for writes reaching
 more rows than the driver rewrites.
 """
 

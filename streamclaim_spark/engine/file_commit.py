@@ -38,7 +38,7 @@ from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.core.placement import Work, placement
-from streamclaim_spark.core.plan import Plan
+from streamclaim_spark.core.plan import Plan, is_heads_in_bulk
 from streamclaim_spark.engine.file_removals import check_apart, removal_query, remove_rows
 from streamclaim_spark.engine.merge_source import source_of
 from streamclaim_spark.engine.written_rows import (
@@ -71,14 +71,14 @@ from streamclaim_spark.state.small_files import record_commit, small_file_change
 FILES_OPERATION = "WRITE"
 
 
-def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = False) -> bool:
+def commits_as_files(spark: SparkSession, plan: Plan) -> bool:
     """True when ``plan`` commits here, on a classic session: a command's row writes alone, or rows
     appended, removed or rewritten, or heads in bulk (thousands of head and consumer rows,
-    ``transaction.is_heads_in_bulk``), whose row writes are then plain writes of heads and consumers (no
+    ``plan.is_heads_in_bulk``), whose row writes are then plain writes of heads and consumers (no
     delete, no claim); no frame for a MERGE, no UPDATE."""
     if plan.frames or plan.update is not None or not commits_files(spark):
         return False
-    if plan.appends or plan.removals or plan.rewrites or heads_in_bulk:
+    if plan.appends or plan.removals or plan.rewrites or is_heads_in_bulk(plan):
         return all(_is_plain_head_write(write) for write in plan.writes)
     return bool(plan.writes)
 
@@ -86,7 +86,7 @@ def commits_as_files(spark: SparkSession, plan: Plan, *, heads_in_bulk: bool = F
 class MergeInstead:
     """What ``commit_files`` returns, having committed nothing, when a command's writes reach files too
     big to rewrite on the driver (the placement's ``Work.APPLY``) or holding a deletion vector: the
-    plan commits by MERGE instead (transaction.py)."""
+    plan commits by MERGE instead (merge_commit.py)."""
 
 
 MERGE_INSTEAD = MergeInstead()

@@ -29,6 +29,7 @@ from streamclaim_spark.engine.named_removal import ids_frame, kept_on_driver, ta
 from streamclaim_spark.engine.written_rows import as_state_rows
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.add_files import file_name, row_count
+from streamclaim_spark.state.commit_rows import files_added_at
 from streamclaim_spark.state.delta_txn import FILE_PATH, DeltaTransaction
 from streamclaim_spark.state.schema import COLUMN_NAMES
 
@@ -51,7 +52,7 @@ def remove_rows(
     """The ``files`` (those that may hold its rows) ``removal`` removes rows from, and the files written
     in place of those it takes only some rows of; sets ``removal.removed``, the removed files' rows less
     the rows written back, and for PEL rows found on the driver ``removal.removed_owners``."""
-    emptied = _emptied(txn, removal, files)
+    emptied = _emptied(spark, txn, removal, files)
     unread = [file for file in files if str(file.path()) not in emptied]
     on_driver = taken_on_driver(spark, txn, unread, removal)
     if on_driver is not None:
@@ -97,14 +98,16 @@ def _with_held_ids_as_rows(spark: SparkSession, removal: Removal) -> Removal:
     return replace(removal, rows=rows, ids=None)
 
 
-def _emptied(txn: DeltaTransaction, removal: Removal, files: Sequence[Any]) -> dict[str, FileBounds]:
+def _emptied(
+    spark: SparkSession, txn: DeltaTransaction, removal: Removal, files: Sequence[Any]
+) -> dict[str, FileBounds]:
     """The paths of ``files`` the removal takes every row of, by its ``empties`` test, with their
     statistics: dropped unread. Only files the commit of ``removal.written_at`` added qualify (their
     statistics are in its log entry), with no deletion vector now (a file's rows never change under its
     name otherwise)."""
     if removal.empties is None or removal.written_at is None or not files:
         return {}
-    written = txn.added_at(removal.written_at)
+    written = files_added_at(spark, txn.path, removal.written_at)
     return {
         path: bounds
         for file in files

@@ -14,18 +14,16 @@ import contextlib
 import json
 import tempfile
 import time
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 from py4j.protocol import Py4JError
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.core import constants as C
-from streamclaim_spark.core.file_bounds import FileBounds
 from streamclaim_spark.core.file_query import FileQuery
 from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.retention import MAX_TRANSACTION_MS
@@ -35,6 +33,7 @@ from streamclaim_spark.state.delta_io import fresh_snapshot, is_connect
 from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
 from streamclaim_spark.state.logged_files import LoggedFile, files_at, keep_committed
+from streamclaim_spark.state.pruning_filters import pruning_filters
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
 from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
@@ -160,24 +159,6 @@ class DeltaTransaction:
             if file.size() < below:
                 counts[bucket_of(file)] += 1
         return counts
-
-    def added_at(self, version: int) -> dict[str, FileBounds]:
-        """The data files the commit of ``version`` added, by path, each with its statistics' bounds.
-        Read from that commit's log entry on the driver (no Spark job): ``files_in`` drops every
-        statistic but the row count. Empty when the entry is gone (log retention) or has no statistics."""
-        none = self._jvm.scala.Option.empty()
-        try:
-            changes = self._txn.deltaLog().getChanges(version, version, none, False)
-            actions = java_items(self._jvm, changes.next()._2()) if changes.hasNext() else []
-        except Py4JError:
-            return {}
-        added: dict[str, FileBounds] = {}
-        for action in actions:
-            if action.getClass().getSimpleName() == "AddFile" and action.deletionVector() is None:
-                bounds = FileBounds.from_stats(str(action.path()), action.stats())
-                if bounds is not None:
-                    added[bounds.path] = bounds
-        return added
 
     def read_files(self, files: Sequence[Any], *, with_path: bool = False) -> DataFrame:
         """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them
@@ -396,30 +377,3 @@ TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 
 # The column ``DeltaTransaction.table`` adds: the data file a row lies in.
 FILE_PATH = "_file_path"
-
-
-# Each session's Delta table, per path, that ``pruning_filters`` resolves its conditions against: only
-# the columns' names and types matter there, and loading the table again cost 16 ms a filter (two per
-# command commit). The columns filtered on (partition, kind, bucket, IDs) are in every table version.
-_FILTERED_TABLES: weakref.WeakKeyDictionary[SparkSession, dict[str, DataFrame]] = weakref.WeakKeyDictionary()
-
-
-def pruning_filters(spark: SparkSession, table_path: str, condition: Column) -> Any:
-    """``condition`` on the Delta table at ``table_path`` as the Catalyst filters Delta's file pruning
-    and its conflict check take (a Scala ``Seq``)."""
-    tables = _FILTERED_TABLES.setdefault(spark, {})
-    if table_path not in tables:
-        tables[table_path] = spark.read.format("delta").load(table_path)
-    analyzed = tables[table_path].where(condition)._jdf.queryExecution().analyzed()
-    jvm = spark._jvm
-    assert jvm is not None
-    # Delta prunes by the filters that name only partition columns, one conjunct each: a conjunction
-    # given whole prunes nothing (it names a data column too).
-    return scala_seq(jvm, _conjuncts(analyzed.condition()))
-
-
-def _conjuncts(expression: Any) -> list[Any]:
-    """The terms of a Catalyst ``And`` tree (``expression`` itself when it is no ``And``)."""
-    if expression.getClass().getSimpleName() == "And":
-        return [*_conjuncts(expression.left()), *_conjuncts(expression.right())]
-    return [expression]

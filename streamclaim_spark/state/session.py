@@ -53,7 +53,7 @@ DEFAULT_CONF: Mapping[str, str] = {
     # Janino per 8 commands). Static: it sizes a JVM-wide cache when the first session starts.
     "spark.sql.codegen.cache.maxEntries": "1000",
     # Only matters on stores created with deletion vectors (new ones have them off, tables.py), and each
-    # state commit sets it for itself (transaction._commit_settings: off for a command's few rows, on for
+    # state commit sets it for itself (state/commit_settings.py: off for a command's few rows, on for
     # bulk plans); this is only the session's starting value.
     "spark.databricks.delta.merge.deletionVectors.persistent": "true",
     # Object stores (docs/DEPLOY.md, "Requests per commit"). Delta writes each version's checksum file
@@ -69,7 +69,7 @@ DEFAULT_CONF: Mapping[str, str] = {
 }
 
 # Loggers that print a stack trace at ERROR for a failure the store expects and handles itself:
-# a MERGE aborted by its stale-snapshot guard (see transaction.py).
+# a MERGE aborted by its stale-snapshot guard (see engine/merge_commit.py).
 _EXPECTED_FAILURE_LOGGERS = (
     "org.apache.spark.executor.Executor",
     "org.apache.spark.scheduler.TaskSetManager",

@@ -11,7 +11,8 @@ A group is twelve scenarios, each with its keys prefixed by its place in the gro
 steps one after another: redis-server runs exactly that sequence too, so the comparison holds whatever
 the steps share, and the prefixes keep each scenario on keys of its own, as it was written. One batch
 of ~120 commands costs about what one of ten did (one read of the keys, one commit): the group's
-first test runs it, every test then compares its own scenario's steps. As in test_parity.py, the store's
+first test runs it, every test then compares its own scenario's steps. Every group runs on both forms of
+the store's work, the driver's and Spark's (core/placement.py). As in test_parity.py, the store's
 clock stands still (a ``Pause`` moves it; no scenario here has one), so its idle times and delivery
 times are compared with redis-server's at the harness's tolerance, not the seconds a batch takes.
 """
@@ -30,6 +31,7 @@ from streamclaim_spark.commands.args import decode_argv
 from streamclaim_spark.commands.reading import parse_read
 from streamclaim_spark.commands.spec import COMMANDS
 from streamclaim_spark.core.config import ServerConfig
+from streamclaim_spark.core.placement import Force, placed
 from streamclaim_spark.engine.batch.state import DEFAULT_LOAD_LIMIT
 from streamclaim_spark.errors import ReplyError
 from streamclaim_spark.server import StreamClaimServer
@@ -38,7 +40,7 @@ from tests.clock import ManualClock
 from tests.conftest import StoreFactory
 from tests.parity.harness import Outcome, Pause, Step, assert_same_outcomes, pause, run_on
 from tests.parity.scenarios import SCENARIOS
-from tests.parity.test_parity import _like_server
+from tests.parity.test_parity import FORMS, _like_server
 from tests.resp import RespClient
 
 NAMES = sorted(SCENARIOS)
@@ -159,7 +161,7 @@ class ScenarioRun:
     actual: list[Outcome]
 
 
-_RUNS: dict[int, dict[str, ScenarioRun] | BaseException] = {}
+_RUNS: dict[tuple[int, Force], dict[str, ScenarioRun] | BaseException] = {}
 
 
 def run_group(group: int, redis: RespClient, store: StreamStore) -> dict[str, ScenarioRun]:
@@ -189,18 +191,29 @@ def run_group(group: int, redis: RespClient, store: StreamStore) -> dict[str, Sc
     return runs
 
 
-@pytest.mark.parametrize(("name", "surface"), [(name, SURFACES[n % GROUPS]) for n, name in enumerate(NAMES)])
+# Each group runs with each form of the store's work forced (core/placement.py): every scenario then runs on
+# the Spark form (its batch's read a query, its commit a MERGE) for twelve batches' cost, where one by one
+# (test_parity.py) the Spark form takes a slice.
+@pytest.mark.parametrize(
+    ("name", "surface", "form"),
+    [
+        pytest.param(name, SURFACES[n % GROUPS], form, id=f"{name}-{SURFACES[n % GROUPS]}-{form}")
+        for form in FORMS
+        for n, name in enumerate(NAMES)
+    ],
+)
 def test_a_scenario_run_as_batches_replies_like_redis(
-    name: str, surface: str, redis: RespClient, make_store: StoreFactory
+    name: str, surface: str, form: Force, redis: RespClient, make_store: StoreFactory
 ) -> None:
     group = NAMES.index(name) % GROUPS
-    if group not in _RUNS:
+    if (group, form) not in _RUNS:
         try:
-            _RUNS[group] = run_group(group, redis, make_store(clock=ManualClock(wall_clock_ms())))
+            with placed(force=form):
+                _RUNS[group, form] = run_group(group, redis, make_store(clock=ManualClock(wall_clock_ms())))
         except BaseException as error:  # every scenario of the group fails with it, not only the first
-            _RUNS[group] = error
+            _RUNS[group, form] = error
             raise
-    runs = _RUNS[group]
+    runs = _RUNS[group, form]
     if isinstance(runs, BaseException):
         raise AssertionError(f"the batch of this scenario's group failed: {runs!r}") from runs
     run = runs[name]

@@ -10,9 +10,9 @@ import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark import ReplyError, StaleSelection, StreamStore
+from streamclaim_spark.core import plan as plan_rules
 from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Need
-from streamclaim_spark.engine import transaction
 from streamclaim_spark.engine.context import Context
 from streamclaim_spark.errors import BUSYGROUP, XGROUP_KEY_REQUIRED
 from streamclaim_spark.fleet.bulk import NewGroup, driver_delivery
@@ -87,7 +87,7 @@ def test_create_groups_creates_every_group_in_one_commit_as_xgroup_create_would(
     fleet: StreamStore, monkeypatch: pytest.MonkeyPatch, heads_in_bulk: bool
 ) -> None:
     if heads_in_bulk:  # 62 groups of 48 streams: 110 partitions, heads in bulk below this threshold
-        monkeypatch.setattr(transaction, "HEADS_IN_BULK_FROM", 100)
+        monkeypatch.setattr(plan_rules, "HEADS_IN_BULK_FROM", 100)
     before = current_version(fleet)
     groups: list[NewGroup | tuple[str, ...]] = [NewGroup(f"t{n}", "billing", "$") for n in range(28)]
     groups += [(f"t{n}", "audit", "0") for n in range(0, 28, 2)]

@@ -29,8 +29,9 @@ from streamclaim_spark.core.placement import placed
 from streamclaim_spark.state import logged_files, pel_summary
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
-from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session, pruning_filters
+from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session
 from streamclaim_spark.state.logged_table import logged_table
+from streamclaim_spark.state.pruning_filters import pruning_filters
 from streamclaim_spark.state.scala_seqs import java_list
 from streamclaim_spark.state.schema import file_condition
 from streamclaim_spark.state.tables import table_path

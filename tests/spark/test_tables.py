@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.core.reader_marks import ReaderMark
-from streamclaim_spark.engine.transaction import own_commit_version
+from streamclaim_spark.engine.merge_commit import own_commit_version
 from streamclaim_spark.fleet.maintenance.readers import streaming_readers
 from streamclaim_spark.state import tables
 from streamclaim_spark.state.commit_settings import USER_METADATA

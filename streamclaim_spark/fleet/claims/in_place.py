@@ -27,9 +27,10 @@ from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition
 from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.engine.context import Context
+from streamclaim_spark.engine.merge_commit import InPlaceUpdate
 from streamclaim_spark.engine.merge_source import CLAIM_LIVE
 from streamclaim_spark.engine.retries import RetryPolicy, reraising_lost_race, run_with_retries
-from streamclaim_spark.engine.transaction import InPlaceUpdate, rows_changed
+from streamclaim_spark.engine.transaction import rows_changed
 from streamclaim_spark.engine.writes import put_group, touch_consumer
 from streamclaim_spark.errors import CommitMismatchError
 from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, counted_on_driver, driver_form, stale_mask

@@ -18,9 +18,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.integers import LLONG_MAX
 from streamclaim_spark.core.partitions import group_partition
+from streamclaim_spark.engine.merge_commit import committed_version
 from streamclaim_spark.engine.retries import run_with_retries
 from streamclaim_spark.engine.runner import Runner
-from streamclaim_spark.engine.transaction import committed_version
 from streamclaim_spark.fleet.claims.owners import Pair
 from streamclaim_spark.fleet.claims.selection import pending_with_fields
 from streamclaim_spark.fleet.claims.staleness import is_stale

@@ -24,7 +24,7 @@ from streamclaim_spark.core.config import RecoveryOptions
 from streamclaim_spark.core.file_changes import Rewrite
 from streamclaim_spark.core.model import GroupMeta
 from streamclaim_spark.core.partitions import group_partition, shares_buckets
-from streamclaim_spark.engine.transaction import InPlaceUpdate
+from streamclaim_spark.engine.merge_commit import InPlaceUpdate
 from streamclaim_spark.fleet.claims.driver_claim import claimed_on_driver, stale_mask
 from streamclaim_spark.fleet.claims.in_place import claim_assignments, consumers_named
 from streamclaim_spark.fleet.claims.owners import GroupTally, Pair

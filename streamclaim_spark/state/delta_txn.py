@@ -35,7 +35,7 @@ from streamclaim_spark.state.hadoop_files import download, is_local, local_path,
 from streamclaim_spark.state.logged_files import LoggedFile, files_at, keep_committed
 from streamclaim_spark.state.pruning_filters import pruning_filters
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
-from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
+from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition, in_buckets
 
 
 def supports_transactions(spark: SparkSession) -> bool:
@@ -123,12 +123,16 @@ class DeltaTransaction:
         concurrent commit that adds a file the query's filter may match, or removes a file listed here,
         makes this transaction's commit fail. Listed on the driver from the files kept for the log
         (state/logged_files.py); through Delta's state where they cannot be."""
-        filters = pruning_filters(self._spark, self._path, file_condition(query))
         logged = self._logged_files()
-        if logged is None:
+        if logged is None:  # Delta's data skipping needs the query's whole filter, IDs included
+            filters = pruning_filters(self._spark, self._path, file_condition(query))
             return java_items(self._jvm, self._txn.filterFiles(filters, True))  # with row counts
         files = [file.add_file(self._jvm) for file in logged if query.may_hold(file.bucket, file.bounds)]
-        self._txn.trackReadPredicates(filters, False, True)
+        # Delta's conflict check tests other commits' files against a read's partition predicates alone
+        # (ConflictChecker: ``readPredicate.partitionPredicates``): the buckets. The rest of the query's
+        # filter (partitions, IDs) it records and never tests; building it cost ~50 py4j calls a read.
+        buckets = pruning_filters(self._spark, self._path, in_buckets(query.partitions, kinds=query.kinds))
+        self._txn.trackReadPredicates(buckets, True, True)
         self._txn.trackFilesRead(self._seq(files))
         return files
 

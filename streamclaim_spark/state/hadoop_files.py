@@ -10,6 +10,7 @@ only paths cross py4j. A local table needs none of this: its files are read and 
 from __future__ import annotations
 
 import os
+import threading
 import weakref
 from typing import Any
 
@@ -24,12 +25,38 @@ _HADOOP: weakref.WeakKeyDictionary[SparkSession, tuple[Any, Any]] = weakref.Weak
 
 def is_local(jvm: Any, path: str) -> bool:
     """True when ``path`` (a qualified data file or folder location) lies on the driver's own disk."""
-    return jvm.org.apache.hadoop.fs.Path(path).toUri().getScheme() in (None, "file")
+    return _parsed(jvm, path)[0] in (None, "file")
 
 
 def local_path(jvm: Any, path: str) -> str:
     """The driver's own path of a local ``path`` (``file:/x`` or ``/x``)."""
-    return str(jvm.org.apache.hadoop.fs.Path(path).toUri().getPath())
+    return _parsed(jvm, path)[1]
+
+
+# Locations as Hadoop parses them (scheme, path), by the text given: Hadoop's Path is the authority on
+# what a location names, and asking it costs four py4j calls, for the same few table roots and data
+# files command after command. Bounded: the least recently asked go first.
+_PARSED: dict[str, tuple[str | None, str]] = {}
+_PARSED_MAX = 4096
+
+
+_PARSED_LOCK = threading.Lock()
+
+
+def _parsed(jvm: Any, path: str) -> tuple[str | None, str]:
+    with _PARSED_LOCK:
+        parsed = _PARSED.pop(path, None)
+        if parsed is not None:
+            _PARSED[path] = parsed  # asked last: dropped last
+            return parsed
+    uri = jvm.org.apache.hadoop.fs.Path(path).toUri()
+    scheme = uri.getScheme()
+    parsed = (None if scheme is None else str(scheme), str(uri.getPath()))
+    with _PARSED_LOCK:
+        _PARSED[path] = parsed
+        while len(_PARSED) > _PARSED_MAX:
+            del _PARSED[next(iter(_PARSED))]
+    return parsed
 
 
 def download(spark: SparkSession, path: str, local: str, size: int | None = None) -> None:

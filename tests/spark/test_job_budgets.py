@@ -15,8 +15,11 @@ from pyspark.sql import SparkSession
 from bench.jobs import BATCH_OF_100, COMMANDS, build, jobs_of, jobs_of_batch
 from streamclaim_spark import StreamStore
 from streamclaim_spark.state import file_stats
+from streamclaim_spark.testing.py4j_calls import count_py4j_calls
 
 pytestmark = pytest.mark.spark
+
+T0 = 1_700_000_000_000
 
 # Heads apart (issue 44) moved four budgets up by one or two jobs (small files of inserted rows, Delta's
 # auto compaction check); reads over the kept files (state/logged_table.py) took most down by one to
@@ -111,3 +114,35 @@ def test_a_batch_of_a_hundred_commands_costs_at_most_three_xclaims_and_commits_o
     assert replies[2] == 1 and len(replies[3]) == 1, "XACK and XCLAIM did nothing: the budget would measure no-ops"
     assert commits == 1
     assert jobs <= 3 * BUDGETS["XCLAIM of 1 ID"], f"the batch ran {jobs} Spark jobs"
+
+
+# py4j round trips of a command's steady state, on a version this process wrote last (no new table
+# version to read: the live path's case): 428, 724 and 723 when set, with ~5% of room; each costs ~0.2 ms. A commit of
+# files recording its reads by their buckets alone, not by the whole query filter Delta never tests
+# (state/delta_txn.py, ``files_in``), took ~240 calls from every write command.
+PY4J_BUDGETS = {"XADD": 450, "XREADGROUP COUNT 10": 760, "XACK": 760}
+
+
+def test_a_write_command_of_the_live_path_keeps_within_its_py4j_budget(
+    spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    clock = [T0]
+    store = StreamStore.open(str(tmp_path_factory.mktemp("py4j") / "store"), spark=spark, clock=lambda: clock[0])
+    store.append("s", spark.range(10_000).selectExpr("CAST(id AS STRING) AS n"))
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    store.deliver("s", "g", "dead")
+    calls: dict[str, list[int]] = {name: [] for name in PY4J_BUDGETS}
+    for round_number in range(5):
+        with count_py4j_calls() as counted:
+            store.execute("XADD", "s", "*", "n", str(round_number))
+        calls["XADD"].append(counted.calls)
+        with count_py4j_calls() as counted:
+            read = store.execute("XREADGROUP", "GROUP", "g", "live", "COUNT", "10", "STREAMS", "s", ">")
+        calls["XREADGROUP COUNT 10"].append(counted.calls)
+        assert read, "XREADGROUP read nothing: the budget would measure a no-op"
+        with count_py4j_calls() as counted:
+            assert store.execute("XACK", "s", "g", *[entry[0] for entry in read[0][1]]) == 1
+        calls["XACK"].append(counted.calls)
+    # The cheapest round of each: a round that writes a checkpoint or compacts small files pays more.
+    cheapest = {name: min(counts) for name, counts in calls.items()}
+    assert all(cheapest[name] <= budget for name, budget in PY4J_BUDGETS.items()), calls

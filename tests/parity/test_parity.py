@@ -116,8 +116,9 @@ def prefix_stores(templates: TemplateStores) -> PrefixTemplates[Step, Outcome]:
 # Each scenario runs with each form of the store's work forced (core/placement.py): on the driver
 # (pyarrow, transactions of files), the form every store takes, and in Spark (queries, Spark writes,
 # MERGEs), the form Spark Connect and big work take. Both must answer as redis-server does. The Spark
-# form costs ~5x the driver's (a MERGE per write, a query per read): all of it would add ~20 minutes to
-# the suite, so the test command runs it on every SPARK_FORM_EVERY-th scenario and
+# form costs ~5x the driver's (a MERGE per write, a query per read): every scenario on both forms keeps one
+# process on this file ~11 minutes, so the test command runs it on every SPARK_FORM_EVERY-th scenario (and
+# test_batches.py every scenario, batched) and
 # STREAMCLAIM_PARITY_SPARK=all on every one (docs/TESTING.md, "Both forms").
 FORMS = ("driver", "spark")
 SPARK_FORM_EVERY = 6

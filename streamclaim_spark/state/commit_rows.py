@@ -12,6 +12,8 @@ the commit's log entry: no Spark job.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.compute as pc
 from py4j.protocol import Py4JError
@@ -26,11 +28,7 @@ from streamclaim_spark.state.scala_seqs import java_items
 
 def pending_rows_written(spark: SparkSession, table_path: str, version: int, txn: str) -> int:
     """How many PEL rows the files commit ``version`` added hold with ``txn`` as their token."""
-    jvm = spark._jvm
-    assert jvm is not None
-    changes = delta_log(spark, table_path).getChanges(version, version, jvm.scala.Option.empty(), True)
-    actions = java_items(jvm, changes.next()._2()) if changes.hasNext() else []
-    added = [action for action in actions if action.getClass().getSimpleName() == "AddFile"]
+    added = _files_added(spark, table_path, version, fail_on_data_loss=True)
 
     def written(rows: pa.Table) -> int:
         mine = pc.and_kleene(pc.equal(rows.column(C.TXN), txn), pc.equal(rows.column(C.ROW_KIND), C.KIND_PENDING))
@@ -43,17 +41,24 @@ def files_added_at(spark: SparkSession, table_path: str, version: int) -> dict[s
     """The data files the commit of ``version`` added, by path, each with its statistics' bounds.
     Read from that commit's log entry on the driver (no Spark job): a transaction's ``files_in`` drops
     every statistic but the row count. Empty when the entry is gone (log retention) or has no statistics."""
-    jvm = spark._jvm
-    assert jvm is not None
     try:
-        changes = delta_log(spark, table_path).getChanges(version, version, jvm.scala.Option.empty(), False)
-        actions = java_items(jvm, changes.next()._2()) if changes.hasNext() else []
+        files = _files_added(spark, table_path, version, fail_on_data_loss=False)
     except Py4JError:
         return {}
     added: dict[str, FileBounds] = {}
-    for action in actions:
-        if action.getClass().getSimpleName() == "AddFile" and action.deletionVector() is None:
+    for action in files:
+        if action.deletionVector() is None:
             bounds = FileBounds.from_stats(str(action.path()), action.stats())
             if bounds is not None:
                 added[bounds.path] = bounds
     return added
+
+
+def _files_added(spark: SparkSession, table_path: str, version: int, *, fail_on_data_loss: bool) -> list[Any]:
+    """The ``AddFile`` actions of the commit of ``version``, from its log entry (Delta's ``getChanges``)."""
+    jvm = spark._jvm
+    assert jvm is not None
+    log = delta_log(spark, table_path)
+    changes = log.getChanges(version, version, jvm.scala.Option.empty(), fail_on_data_loss)
+    actions = java_items(jvm, changes.next()._2()) if changes.hasNext() else []
+    return [action for action in actions if action.getClass().getSimpleName() == "AddFile"]

@@ -9,8 +9,8 @@ only paths cross py4j. A local table needs none of this: its files are read and 
 
 from __future__ import annotations
 
+import functools
 import os
-import threading
 import weakref
 from typing import Any
 
@@ -36,27 +36,11 @@ def local_path(jvm: Any, path: str) -> str:
 # Locations as Hadoop parses them (scheme, path), by the text given: Hadoop's Path is the authority on
 # what a location names, and asking it costs four py4j calls, for the same few table roots and data
 # files command after command. Bounded: the least recently asked go first.
-_PARSED: dict[str, tuple[str | None, str]] = {}
-_PARSED_MAX = 4096
-
-
-_PARSED_LOCK = threading.Lock()
-
-
+@functools.lru_cache(maxsize=4096)
 def _parsed(jvm: Any, path: str) -> tuple[str | None, str]:
-    with _PARSED_LOCK:
-        parsed = _PARSED.pop(path, None)
-        if parsed is not None:
-            _PARSED[path] = parsed  # asked last: dropped last
-            return parsed
     uri = jvm.org.apache.hadoop.fs.Path(path).toUri()
     scheme = uri.getScheme()
-    parsed = (None if scheme is None else str(scheme), str(uri.getPath()))
-    with _PARSED_LOCK:
-        _PARSED[path] = parsed
-        while len(_PARSED) > _PARSED_MAX:
-            del _PARSED[next(iter(_PARSED))]
-    return parsed
+    return (None if scheme is None else str(scheme), str(uri.getPath()))
 
 
 def download(spark: SparkSession, path: str, local: str, size: int | None = None) -> None:

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, USER_METADATA, apply_settings
+from streamclaim_spark.state.jvm_classes import static_method
 
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
@@ -88,7 +89,7 @@ def delta_log(spark: SparkSession, table_path: str) -> Any:
     """Delta's JVM ``DeltaLog`` of the table (classic sessions only), cached by Delta per path."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    return jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, table_path)
+    return static_method(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, table_path)
 
 
 def updated_snapshot(spark: SparkSession, table_path: str) -> Any:

@@ -11,6 +11,7 @@ conflict check treats it exactly as it treats a MERGE that read the same buckets
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import tempfile
 import time
@@ -32,6 +33,7 @@ from streamclaim_spark.state.add_files import bucket_of, data_file_path, file_na
 from streamclaim_spark.state.delta_io import fresh_snapshot, is_connect
 from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stats_columns, write_files
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
+from streamclaim_spark.state.jvm_classes import java_class, static_method
 from streamclaim_spark.state.logged_files import LoggedFile, files_at, keep_committed
 from streamclaim_spark.state.pruning_filters import pruning_filters
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
@@ -87,12 +89,13 @@ class DeltaTransaction:
         jvm = spark._jvm
         assert jvm is not None, "DeltaTransaction needs a classic session"
         self._jvm = jvm
-        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+        delta_log = static_method(jvm, "org.apache.spark.sql.delta.DeltaLog", "forTable")(spark._jsparkSession, path)
         fresh = fresh_snapshot(path)
         if fresh is None or fresh.version() < delta_log.unsafeVolatileSnapshot().version():
             self._txn = delta_log.startTransaction()  # lists the log for its newest version
         else:  # the snapshot this command just listed, still the newest this process knows
-            self._txn = delta_log.startTransaction(jvm.scala.Option.empty(), jvm.scala.Option.apply(fresh))
+            option = java_class(jvm, "scala.Option")
+            self._txn = delta_log.startTransaction(option.empty(), option.apply(fresh))
         self.started_ms = int(time.time() * 1000)  # before any file of it is written
         self._logged: list[LoggedFile] | None = None
         self._written_files: dict[int, LoggedFile] = {}  # by the id of its AddFile: what it was written as
@@ -239,10 +242,17 @@ class DeltaTransaction:
     def _driver_columns(self) -> list[str] | None:
         """The statistics columns of files written on the driver; None where Delta must write them (a
         table whose files Delta writes otherwise: driver_writes.stats_columns)."""
-        configuration = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(self._txn.metadata().configuration())
-        return stats_columns(dict(configuration))
+        return stats_columns(self._configuration)
 
-    @property
+    @functools.cached_property
+    def _configuration(self) -> dict[str, str]:
+        """The table's properties as this transaction read them, once: the metadata's JSON in one py4j
+        call (iterating Delta's Scala map from Python costs a round trip an entry, and a Java
+        exception at its end)."""
+        metadata = json.loads(str(self._txn.metadata().json()))["metaData"]
+        return dict(metadata.get("configuration") or {})
+
+    @functools.cached_property
     def _data_path(self) -> str:
         """The table's location, qualified as Delta resolved it (a relative path made absolute)."""
         return str(self._txn.deltaLog().dataPath().toString())
@@ -266,7 +276,7 @@ class DeltaTransaction:
 
     def _added(self, actions: list[dict[str, Any]], rows: int) -> list[Any]:
         """``add`` actions written on the driver as Delta's ``AddFile``s, their metrics registered."""
-        from_json = self._jvm.org.apache.spark.sql.delta.actions.Action.fromJson
+        from_json = static_method(self._jvm, "org.apache.spark.sql.delta.actions.Action", "fromJson")
         added = []
         for action in actions:
             line = json.dumps({"add": action})
@@ -274,20 +284,25 @@ class DeltaTransaction:
             file._add_file = from_json(line)
             self._written_files[id(file._add_file)] = file
             added.append(file._add_file)
-        self._register_written(len(added), rows, sum(action["size"] for action in actions))
+        files, written_rows, size = self._written
+        self._written = (files + len(added), written_rows + rows, size + sum(action["size"] for action in actions))
         return added
 
-    def _register_written(self, files: int, rows: int, size: int) -> None:
+    def _register_written(self) -> None:
         """Gives the commit the metrics Delta's own write registers (DESCRIBE HISTORY's numFiles,
-        numOutputRows, numOutputBytes), summed over this transaction's writes on the driver."""
-        self._written = (self._written[0] + files, self._written[1] + rows, self._written[2] + size)
-        metrics = self._jvm.java.util.HashMap()
+        numOutputRows, numOutputBytes), summed over this transaction's writes on the driver: once, just
+        before the commit (Delta keeps the last registration, so one per write was a waste)."""
+        if self._written == (0, 0, 0):
+            return
+        metrics = java_class(self._jvm, "java.util.HashMap")()
         context = self._spark.sparkContext._jsc.sc()
         for name, value in zip(("numFiles", "numOutputRows", "numOutputBytes"), self._written, strict=True):
-            metric = self._jvm.org.apache.spark.sql.execution.metric.SQLMetrics.createMetric(context, name)
+            metric = static_method(self._jvm, "org.apache.spark.sql.execution.metric.SQLMetrics", "createMetric")(
+                context, name
+            )
             metric.set(value)
             metrics.put(name, metric)
-        scala_map = self._jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(metrics)
+        scala_map = static_method(self._jvm, "org.apache.spark.api.python.PythonUtils", "toScalaMap")(metrics)
         self._txn.registerSQLMetrics(self._spark._jsparkSession, scala_map)
 
     def recorded_version(self, app_id: str) -> int:
@@ -312,11 +327,16 @@ class DeltaTransaction:
         actions = [*added, *(file.remove() for file in removed_files)]
         if writer is not None:
             app_id, version = writer
-            millis = self._jvm.scala.Option.apply(self._jvm.java.lang.Long.valueOf(int(time.time() * 1000)))
-            actions.append(self._jvm.org.apache.spark.sql.delta.actions.SetTransaction(app_id, version, millis))
-        none = self._jvm.scala.Option.empty()
-        append = self._jvm.org.apache.spark.sql.SaveMode.Append
-        write = getattr(self._jvm.org.apache.spark.sql.delta, "DeltaOperations$Write")
+            millis = java_class(self._jvm, "scala.Option").apply(
+                static_method(self._jvm, "java.lang.Long", "valueOf")(int(time.time() * 1000))
+            )
+            actions.append(
+                java_class(self._jvm, "org.apache.spark.sql.delta.actions.SetTransaction")(app_id, version, millis)
+            )
+        self._register_written()
+        none = static_method(self._jvm, "scala.Option", "empty")()
+        append = java_class(self._jvm, "org.apache.spark.sql.SaveMode").Append
+        write = java_class(self._jvm, "org.apache.spark.sql.delta.DeltaOperations$Write")
         operation = write(append, none, none, none, none, none, none, none, none)
         version = int(self._txn.commit(self._seq(actions), operation))
         self._keep_files(version, added, removed_files)
@@ -339,17 +359,19 @@ class DeltaTransaction:
         there checks only once the bucket gathers Delta's threshold of small files, instead of a no-op
         check at the first commit (a MERGE) after a commit of files that skipped it. A hint only: an
         unreachable internal (another Delta version) leaves the next commit to check."""
-        partitions = self._jvm.java.util.HashSet()
+        partitions = java_class(self._jvm, "java.util.HashSet")()
         for file in files:
             partitions.add(file.partitionValues())
         if partitions.isEmpty():
             return
         try:
-            stats = self._jvm.org.apache.spark.sql.delta.stats.AutoCompactPartitionStats.instance(
+            stats = static_method(self._jvm, "org.apache.spark.sql.delta.stats.AutoCompactPartitionStats", "instance")(
                 self._spark._jsparkSession
             )
             table_id = self._txn.deltaLog().unsafeVolatileTableId()
-            scala_set = self._jvm.scala.jdk.javaapi.CollectionConverters.asScala(partitions).toSet()
+            scala_set = static_method(self._jvm, "scala.jdk.javaapi.CollectionConverters", "asScala")(
+                partitions
+            ).toSet()
             stats.markPartitionsAsCompacted(table_id, scala_set)
         except Py4JError:
             return

@@ -15,6 +15,7 @@ from pyspark.sql import SparkSession
 from bench.jobs import BATCH_OF_100, COMMANDS, build, jobs_of, jobs_of_batch
 from streamclaim_spark import StreamStore
 from streamclaim_spark.state import file_stats
+from streamclaim_spark.state.jvm_classes import java_class, static_method
 from streamclaim_spark.testing.py4j_calls import count_py4j_calls
 
 pytestmark = pytest.mark.spark
@@ -117,10 +118,11 @@ def test_a_batch_of_a_hundred_commands_costs_at_most_three_xclaims_and_commits_o
 
 
 # py4j round trips of a command's steady state, on a version this process wrote last (no new table
-# version to read: the live path's case): 428, 724 and 723 when set, with ~5% of room; each costs ~0.2 ms. A commit of
-# files recording its reads by their buckets alone, not by the whole query filter Delta never tests
-# (state/delta_txn.py, ``files_in``), took ~240 calls from every write command.
-PY4J_BUDGETS = {"XADD": 450, "XREADGROUP COUNT 10": 760, "XACK": 760}
+# version to read: the live path's case): 184, 464 and 472 when set, with ~5% of room; each costs ~0.2 ms.
+# A commit of files recording its reads by their buckets alone (state/delta_txn.py, ``files_in``) took
+# ~240 calls from every write command; JVM classes and static methods looked up once
+# (state/jvm_classes.py) and the table's properties read as one JSON string ~250 more.
+PY4J_BUDGETS = {"XADD": 195, "XREADGROUP COUNT 10": 490, "XACK": 495}
 
 
 def test_a_write_command_of_the_live_path_keeps_within_its_py4j_budget(
@@ -146,3 +148,20 @@ def test_a_write_command_of_the_live_path_keeps_within_its_py4j_budget(
     # The cheapest round of each: a round that writes a checkpoint or compacts small files pays more.
     cheapest = {name: min(counts) for name, counts in calls.items()}
     assert all(cheapest[name] <= budget for name, budget in PY4J_BUDGETS.items()), calls
+
+
+def test_a_jvm_class_looked_up_by_name_costs_no_round_trip_and_its_static_method_one_a_call(
+    spark: SparkSession,
+) -> None:
+    jvm = spark.sparkContext._jvm
+    static_method(jvm, "java.lang.Integer", "parseInt")  # kept from here on
+
+    with count_py4j_calls() as looked_up:
+        array_list = java_class(jvm, "java.util.ArrayList")
+    with count_py4j_calls() as called:
+        parsed = [static_method(jvm, "java.lang.Integer", "parseInt")(text) for text in ("7", "42")]
+        empty = array_list()
+
+    assert (looked_up.calls, called.calls) == (0, 3)
+    assert parsed == [7, 42] and empty.size() == 0
+    assert static_method(jvm, "java.lang.Integer", "parseInt") is static_method(jvm, "java.lang.Integer", "parseInt")

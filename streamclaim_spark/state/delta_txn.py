@@ -217,7 +217,7 @@ class DeltaTransaction:
         """Writes ``rows`` (the state table's Arrow schema, in write order) as new data files of this
         transaction, on the driver where the table allows it (state/driver_writes.py), else through
         ``write``; returns Delta's ``AddFile`` actions for ``commit``. ``rows_per_file``: 0, no cap."""
-        columns = self._driver_columns()
+        columns = self._driver_columns
         if columns is None or not placement().on_driver(Work.WRITE_FILES, classic=True, stored_bytes=rows.nbytes):
             return self.write(self._spark.createDataFrame(rows, STATE_SCHEMA).coalesce(1))
         with self._file_place() as place:
@@ -227,7 +227,7 @@ class DeltaTransaction:
         """Rewrites each of ``files`` (``AddFile``s of this table, none with a deletion vector) on the
         driver as one new file of ``transform`` of its rows (driver_writes.rewrite_files); returns the
         new ``AddFile`` actions, or None where the table's files are not written on the driver."""
-        columns = self._driver_columns()
+        columns = self._driver_columns
         if columns is None or any(file.deletionVector() is not None for file in files):
             return None
         root = self._data_path
@@ -239,18 +239,14 @@ class DeltaTransaction:
             rows = sum(row_count(file) for file in files)
             return self._added(rewrite_files(place, located, transform, columns), rows)
 
+    @functools.cached_property
     def _driver_columns(self) -> list[str] | None:
         """The statistics columns of files written on the driver; None where Delta must write them (a
-        table whose files Delta writes otherwise: driver_writes.stats_columns)."""
-        return stats_columns(self._configuration)
-
-    @functools.cached_property
-    def _configuration(self) -> dict[str, str]:
-        """The table's properties as this transaction read them, once: the metadata's JSON in one py4j
-        call (iterating Delta's Scala map from Python costs a round trip an entry, and a Java
-        exception at its end)."""
+        table whose files Delta writes otherwise: driver_writes.stats_columns). The table's properties
+        come as the metadata's JSON in one py4j call: iterating Delta's Scala map costs a round trip an
+        entry, and a Java exception at its end."""
         metadata = json.loads(str(self._txn.metadata().json()))["metaData"]
-        return dict(metadata.get("configuration") or {})
+        return stats_columns(metadata.get("configuration") or {})
 
     @functools.cached_property
     def _data_path(self) -> str:
@@ -290,8 +286,7 @@ class DeltaTransaction:
 
     def _register_written(self) -> None:
         """Gives the commit the metrics Delta's own write registers (DESCRIBE HISTORY's numFiles,
-        numOutputRows, numOutputBytes), summed over this transaction's writes on the driver: once, just
-        before the commit (Delta keeps the last registration, so one per write was a waste)."""
+        numOutputRows, numOutputBytes), summed over its writes on the driver, once (Delta keeps the last)."""
         if self._written == (0, 0, 0):
             return
         metrics = java_class(self._jvm, "java.util.HashMap")()

@@ -94,8 +94,8 @@ class DeltaTransaction:
         if fresh is None or fresh.version() < delta_log.unsafeVolatileSnapshot().version():
             self._txn = delta_log.startTransaction()  # lists the log for its newest version
         else:  # the snapshot this command just listed, still the newest this process knows
-            option = java_class(jvm, "scala.Option")
-            self._txn = delta_log.startTransaction(option.empty(), option.apply(fresh))
+            empty, some = (static_method(jvm, "scala.Option", name) for name in ("empty", "apply"))
+            self._txn = delta_log.startTransaction(empty(), some(fresh))
         self.started_ms = int(time.time() * 1000)  # before any file of it is written
         self._logged: list[LoggedFile] | None = None
         self._written_files: dict[int, LoggedFile] = {}  # by the id of its AddFile: what it was written as
@@ -271,7 +271,7 @@ class DeltaTransaction:
             )
 
     def _added(self, actions: list[dict[str, Any]], rows: int) -> list[Any]:
-        """``add`` actions written on the driver as Delta's ``AddFile``s, their metrics registered."""
+        """``add`` actions written on the driver as Delta's ``AddFile``s, counted for the commit's metrics."""
         from_json = static_method(self._jvm, "org.apache.spark.sql.delta.actions.Action", "fromJson")
         added = []
         for action in actions:
@@ -322,7 +322,7 @@ class DeltaTransaction:
         actions = [*added, *(file.remove() for file in removed_files)]
         if writer is not None:
             app_id, version = writer
-            millis = java_class(self._jvm, "scala.Option").apply(
+            millis = static_method(self._jvm, "scala.Option", "apply")(
                 static_method(self._jvm, "java.lang.Long", "valueOf")(int(time.time() * 1000))
             )
             actions.append(

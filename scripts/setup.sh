@@ -36,6 +36,11 @@ else
     echo "WARNING: no redis-server: the parity tests will be skipped." >&2
 fi
 
+section "the local-disk commit classes"
+# Delta's commits to file:// without the processes Hadoop's local file system starts for each file
+# (state/local_commits.py); built again only when their sources, the JDK or the versions changed.
+.venv/bin/python -m streamclaim_spark.cli.local_commits_jar --if-stale
+
 section "JVM class archive"
 # New processes map the classes Spark and Delta load instead of loading them (~4 s of a cold job's start,
 # docs/BENCHMARKS.md); built again only when Java, pyspark or Delta changed.

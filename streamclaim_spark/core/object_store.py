@@ -37,9 +37,11 @@ _AZURE = "io.delta.storage.AzureLogStore"
 _GCS = "io.delta.storage.GCSLogStore"
 _HDFS = "io.delta.storage.HDFSLogStore"
 _DELEGATING = "org.apache.spark.sql.delta.storage.DelegatingLogStore"
+# The store's own log store for file:// (state/local_commits.py): a commit put in place by a hard link.
+LOCAL_LINK_LOG_STORE = "io.streamclaim.spark.LocalLinkLogStore"
 
 # Log stores that make a commit's put-if-absent atomic across drivers (DynamoDB's conditional put, the
-# store's own atomic rename, or GCS/Azure preconditions), keyed by the schemes they are safe on.
+# store's own atomic rename or hard link, or GCS/Azure preconditions), keyed by the schemes they are safe on.
 _SAFE_LOG_STORES: Mapping[str, frozenset[str]] = {
     S3_DYNAMODB_LOG_STORE: S3_SCHEMES,
     "io.delta.storage.S3ScyllaDBLogStore": S3_SCHEMES,
@@ -47,6 +49,7 @@ _SAFE_LOG_STORES: Mapping[str, frozenset[str]] = {
     "org.apache.spark.sql.delta.storage.AzureLogStore": AZURE_SCHEMES,
     _GCS: GCS_SCHEMES,
     _HDFS: ATOMIC_RENAME_SCHEMES,
+    LOCAL_LINK_LOG_STORE: frozenset({"file"}),
     "org.apache.spark.sql.delta.storage.HDFSLogStore": ATOMIC_RENAME_SCHEMES,
 }
 # Log stores that serialise commits inside one JVM only.
@@ -63,6 +66,9 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 # A Windows drive letter ("C:\\data") is a local path, not a scheme.
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 
+# delta-spark 4.4.1 on PyPI is a Python-only patch release: Maven Central carries the JVM artifact for
+# Spark 4.2 only up to 4.4.0, which the 4.4.1 Python API drives unchanged (docs/DESIGN.md, "Stack").
+DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DYNAMODB_PACKAGES = "io.delta:delta-storage-s3-dynamodb:4.4.0,com.amazonaws:aws-java-sdk-dynamodb:1.12.262"
 S3A_PACKAGE = "org.apache.hadoop:hadoop-aws:3.5.0"
 

@@ -22,16 +22,15 @@ from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.core.config import SparkConfig
+from streamclaim_spark.core.object_store import DELTA_PACKAGE as DELTA_PACKAGE  # where jobs and tests import it
 from streamclaim_spark.core.object_store import WriterSafety, check_writer_safety
 from streamclaim_spark.errors import InvalidArgumentError
 from streamclaim_spark.state.delta_io import is_connect, register_connect_errors
 from streamclaim_spark.state.jvm_archive import JAVA_OPTIONS_KEY, archive_path, with_archive
+from streamclaim_spark.state.local_commits import jar_path, with_local_commits
 
 log = logging.getLogger(__name__)
 
-# delta-spark 4.4.1 on PyPI is a Python-only patch release: Maven Central carries the JVM artifact for
-# Spark 4.2 only up to 4.4.0, which the 4.4.1 Python API drives unchanged (docs/DESIGN.md, "Stack").
-DELTA_PACKAGE = "io.delta:delta-spark_4.2_2.13:4.4.0"
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
@@ -122,7 +121,8 @@ def build_session(
     if master is not None:
         builder = builder.master(master)
     settings = {**DEFAULT_CONF, **(conf or {})}
-    if not under_spark_submit():  # this process starts the driver's JVM: it can map the class archive
+    if not under_spark_submit():  # this process starts the driver's JVM: it can add jars and map the archive
+        settings = with_local_commits(settings, jar_path())
         options = with_archive(settings.get(JAVA_OPTIONS_KEY), archive_path())
         if options is not None:
             settings[JAVA_OPTIONS_KEY] = options

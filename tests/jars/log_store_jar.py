@@ -18,18 +18,15 @@ then depend on the registry again.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from streamclaim_spark.core.object_store import DYNAMODB_PACKAGES
+from streamclaim_spark.state.java_build import compile_jar, has_jdk, resolve_classpath, source_key
 
 # The published artifact the jar stands in for, and the SDK v1 client it is used with (docs/DEPLOY.md).
 LOG_STORE_PACKAGE, AWS_SDK_PACKAGE = DYNAMODB_PACKAGES.split(",")
@@ -50,27 +47,13 @@ NO_JDK_HINT = (
 )
 
 
-def jdk_tool(name: str) -> str | None:
-    """``$JAVA_HOME/bin/<name>`` when JAVA_HOME is set (the JDK Spark runs), else ``name`` on PATH."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home:
-        tool = Path(java_home) / "bin" / name
-        return str(tool) if tool.is_file() else None
-    return shutil.which(name)
-
-
 def build_key() -> str:
     """What the jar is built from: every source file, the compiler, the target release, the versions."""
-    digest = hashlib.sha256()
-    for path in sorted([*SOURCES.rglob("*"), *(MODULE / notice for notice in NOTICES)]):
-        if path.is_file():
-            digest.update(path.relative_to(MODULE).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    javac = jdk_tool("javac")
-    compiler = os.path.realpath(javac) if javac else "no javac"
-    stamp = os.stat(compiler).st_mtime_ns if javac else 0
-    return (
-        f"sources {digest.hexdigest()}\njavac {compiler} {stamp}\nrelease {RELEASE}\n"
-        f"{DELTA_STORAGE_PACKAGE}\n{AWS_SDK_PACKAGE}\n"
+    return source_key(
+        MODULE,
+        [*SOURCES.rglob("*"), *(MODULE / notice for notice in NOTICES)],
+        release=RELEASE,
+        packages=[DELTA_STORAGE_PACKAGE, AWS_SDK_PACKAGE],
     )
 
 
@@ -86,7 +69,7 @@ def jar_for_tests() -> Path | None:
     that, and any build that fails, raises."""
     if is_current():
         return JAR
-    if jdk_tool("javac") is None or jdk_tool("jar") is None:
+    if not has_jdk():
         if os.environ.get("CI") == "true":
             raise RuntimeError(f"{NO_JDK_HINT}; CI must run the multi-writer S3 test on it")
         return None
@@ -108,74 +91,19 @@ def unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def resolve_classpath() -> list[str]:
-    """The jars of ``DELTA_STORAGE_PACKAGE`` and ``AWS_SDK_PACKAGE`` with their dependencies, as Spark's
-    Ivy resolves ``spark.jars.packages`` (its settings, cache and registry), then pyspark's own jars."""
-    import pyspark
-    from pyspark import SparkConf
-    from pyspark.java_gateway import launch_gateway
-
-    conf = SparkConf(loadDefaults=False).set("spark.jars.packages", f"{DELTA_STORAGE_PACKAGE},{AWS_SDK_PACKAGE}")
-    conf.set("spark.ui.enabled", "false")
-    with tempfile.TemporaryFile("w+") as output:
-        try:
-            # spark-submit resolves the packages before its JVM starts the gateway, and hands their local
-            # paths to it as the system property spark.jars; nothing else of Spark starts.
-            gateway = launch_gateway(  # type: ignore[no-untyped-call]
-                conf, popen_kwargs={"stdout": output, "stderr": output}
-            )
-        except Exception:
-            output.seek(0)
-            print(output.read()[-4000:], file=sys.stderr)
-            raise
-        try:
-            jars = str(gateway.jvm.System.getProperty("spark.jars") or "")
-        finally:
-            gateway.proc.stdin.close()  # the gateway's JVM exits when its stdin closes
-            gateway.proc.wait()
-    paths = [unquote(urlparse(jar).path) for jar in jars.split(",") if jar]
-    named = {Path(path).name for path in paths}
-    for package in (DELTA_STORAGE_PACKAGE, AWS_SDK_PACKAGE):
-        organisation, artifact, version = package.split(":")
-        if f"{organisation}_{artifact}-{version}.jar" not in named:
-            raise RuntimeError(f"Spark's Ivy did not resolve {package}: got {sorted(named)}")
-    return [*paths, str(Path(pyspark.__file__).parent / "jars" / "*")]
-
-
 def build() -> Path:
     """Compiles the sources into ``JAR`` (written beside it and renamed over it) and writes its key."""
     from streamclaim_spark.state.session import DELTA_PACKAGE
 
     if DELTA_PACKAGE.rsplit(":", 1)[1] != VERSION:
         raise RuntimeError(f"the vendored log store is Delta {VERSION}'s, the session runs {DELTA_PACKAGE}")
-    javac, jar_tool = jdk_tool("javac"), jdk_tool("jar")
-    if javac is None or jar_tool is None:
+    if not has_jdk():
         raise FileNotFoundError(NO_JDK_HINT)
     key = build_key()
-    classpath = resolve_classpath()
-    JAR.parent.mkdir(parents=True, exist_ok=True)
-    partial = JAR.with_name(JAR.name + ".partial")
-    with tempfile.TemporaryDirectory(dir=JAR.parent) as folder:
-        classes = Path(folder) / "classes"
-        meta = classes / "META-INF"
-        meta.mkdir(parents=True)
-        for notice in NOTICES:
-            shutil.copyfile(MODULE / notice, meta / notice)
-        sources = sorted(str(path) for path in SOURCES.rglob("*.java"))
-        compile_command = [javac, "--release", RELEASE, "-encoding", "UTF-8", "-nowarn", "-d", str(classes)]
-        _run([*compile_command, "-cp", os.pathsep.join(classpath), *sources])
-        _run([jar_tool, "--create", "--file", str(partial), "-C", str(classes), "."])
-    partial.replace(JAR)
+    classpath = resolve_classpath([DELTA_STORAGE_PACKAGE, AWS_SDK_PACKAGE])
+    compile_jar(SOURCES, classpath, JAR, release=RELEASE, meta_files=[MODULE / notice for notice in NOTICES])
     KEY.write_text(key, encoding="utf-8")
     return JAR
-
-
-def _run(command: list[str]) -> None:
-    """Runs a JDK tool; its output (javac's note on the deprecated API the log store uses) only if it fails."""
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
-        raise subprocess.CalledProcessError(done.returncode, command[0])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.if_stale and is_current():
         print(f"log store jar: {JAR} is up to date")
         return 0
-    if jdk_tool("javac") is None or jdk_tool("jar") is None:
+    if not has_jdk():
         if os.environ.get("CI") == "true":
             print(f"ERROR: {NO_JDK_HINT}; CI must run that test.", file=sys.stderr)
             return 1

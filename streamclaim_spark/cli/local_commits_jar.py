@@ -11,14 +11,10 @@ through Delta's defaults), except in CI (``CI=true``), where the suite must run 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from streamclaim_spark.state.java_build import NO_JDK_HINT, compile_jar, has_jdk, resolve_classpath
+from streamclaim_spark.state.java_build import build_command, compile_jar, resolve_classpath
 from streamclaim_spark.state.local_commits import (
     JAR_ENV,
     RELEASE,
@@ -41,25 +37,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     jar = args.out or jar_path()
     if jar is None:
         parser.error(f"${JAR_ENV} is empty (no jar): pass --out PATH")
-    if args.if_stale and is_current(jar):
-        print(f"{PROG}: {jar} is up to date")
-        return 0
-    if not has_jdk():
-        if os.environ.get("CI") == "true":
-            print(f"ERROR: {NO_JDK_HINT}; CI runs the suite on the local commit classes.", file=sys.stderr)
-            return 1
-        print(f"WARNING: {NO_JDK_HINT}; sessions commit to local disks through Delta's defaults.", file=sys.stderr)
-        return 0
-    started = time.monotonic()
-    key = jar_key()
-    try:
+
+    def build() -> None:
+        key = jar_key()
         compile_jar(SOURCES, resolve_classpath([delta_storage_package()]), jar, release=RELEASE)
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        print(f"ERROR: {PROG}: the jar was not built: {error}", file=sys.stderr)
-        return 1
-    key_path(jar).write_text(key, encoding="utf-8")
-    print(f"{PROG}: {jar} ({jar.stat().st_size / 1e3:.0f} kB) in {time.monotonic() - started:.0f} s")
-    return 0
+        key_path(jar).write_text(key, encoding="utf-8")
+
+    return build_command(
+        PROG,
+        jar,
+        if_stale=args.if_stale,
+        is_current=lambda: is_current(jar),
+        build=build,
+        without_jdk="sessions commit to local disks through Delta's defaults.",
+        in_ci="CI runs the suite on the local commit classes.",
+    )
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ tests' ``S3DynamoDBLogStore`` (tests/jars/log_store_jar.py). Each is compiled wi
 that Spark runs, against Maven packages resolved by Spark's own Ivy exactly as ``spark.jars.packages``
 resolves them (same settings, cache and registry) and the jars pyspark ships, and written beside its
 final name, then renamed over it, so a process starting meanwhile sees the old jar or the new one.
+``build_command`` is what both jars' build commands do around the build.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -119,3 +121,36 @@ def _run(command: list[str]) -> None:
     if done.returncode != 0:
         print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
         raise subprocess.CalledProcessError(done.returncode, command[0])
+
+
+def build_command(
+    label: str,
+    jar: Path,
+    *,
+    if_stale: bool,
+    is_current: Callable[[], bool],
+    build: Callable[[], object],
+    no_jdk: str = NO_JDK_HINT,
+    without_jdk: str,
+    in_ci: str,
+) -> int:
+    """A jar's build command: with ``if_stale``, nothing when ``is_current()``; without a JDK a warning
+    (``without_jdk``: what happens instead) and exit 0, except in CI (``CI=true``), where that is an error
+    (``in_ci``: why CI needs the jar); else ``build()``, timed. The exit status: 0 built or nothing to do."""
+    if if_stale and is_current():
+        print(f"{label}: {jar} is up to date")
+        return 0
+    if not has_jdk():
+        if os.environ.get("CI") == "true":
+            print(f"ERROR: {no_jdk}; {in_ci}", file=sys.stderr)
+            return 1
+        print(f"WARNING: {no_jdk}; {without_jdk}", file=sys.stderr)
+        return 0
+    started = time.monotonic()
+    try:
+        build()
+    except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
+        print(f"ERROR: {label}: the jar was not built: {error}", file=sys.stderr)
+        return 1
+    print(f"{label}: {jar} ({jar.stat().st_size / 1e3:.0f} kB) in {time.monotonic() - started:.0f} s")
+    return 0

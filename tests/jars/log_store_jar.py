@@ -21,12 +21,11 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from streamclaim_spark.core.object_store import DYNAMODB_PACKAGES
-from streamclaim_spark.state.java_build import compile_jar, has_jdk, resolve_classpath, source_key
+from streamclaim_spark.state.java_build import build_command, compile_jar, has_jdk, resolve_classpath, source_key
 
 # The published artifact the jar stands in for, and the SDK v1 client it is used with (docs/DEPLOY.md).
 LOG_STORE_PACKAGE, AWS_SDK_PACKAGE = DYNAMODB_PACKAGES.split(",")
@@ -82,15 +81,6 @@ def jar_for_tests() -> Path | None:
     return JAR
 
 
-def unavailable(reason: str) -> None:
-    """What a test does when the jar cannot be built: skips, except in CI, where it fails."""
-    import pytest
-
-    if os.environ.get("CI") == "true":
-        raise RuntimeError(f"CI must run the multi-writer S3 test on the built log store jar: {reason}")
-    pytest.skip(reason)
-
-
 def build() -> Path:
     """Compiles the sources into ``JAR`` (written beside it and renamed over it) and writes its key."""
     from streamclaim_spark.state.session import DELTA_PACKAGE
@@ -110,23 +100,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--if-stale", action="store_true", help="build only when the sources, JDK or versions changed")
     args = parser.parse_args(argv)
-    if args.if_stale and is_current():
-        print(f"log store jar: {JAR} is up to date")
-        return 0
-    if not has_jdk():
-        if os.environ.get("CI") == "true":
-            print(f"ERROR: {NO_JDK_HINT}; CI must run that test.", file=sys.stderr)
-            return 1
-        print(f"WARNING: {NO_JDK_HINT}; the test asks Maven for {LOG_STORE_PACKAGE} instead.", file=sys.stderr)
-        return 0
-    started = time.monotonic()
-    try:
-        jar = build()
-    except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
-        print(f"ERROR: the log store jar was not built: {error}", file=sys.stderr)
-        return 1
-    print(f"log store jar: {jar} ({jar.stat().st_size / 1e3:.0f} kB) in {time.monotonic() - started:.0f} s")
-    return 0
+    return build_command(
+        "log store jar",
+        JAR,
+        if_stale=args.if_stale,
+        is_current=is_current,
+        build=build,
+        no_jdk=NO_JDK_HINT,
+        without_jdk=f"the test asks Maven for {LOG_STORE_PACKAGE} instead.",
+        in_ci="CI must run that test.",
+    )
 
 
 if __name__ == "__main__":

@@ -5,20 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 
-import pytest
 from pyspark.sql import SparkSession
 
 from streamclaim_spark.state.jvm_archive import archive_path
+from tests.setup_built import setup_built
 
 SPARK_SUBMIT = "org.apache.spark.deploy.SparkSubmit"
 
 
 def test_the_session_s_jvm_starts_from_the_class_archive_setup_built(spark: SparkSession) -> None:
-    archive = archive_path()
-    if archive is None or not archive.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"scripts/setup.sh builds the JVM class archive, and {archive} is missing")
-        pytest.skip("no JVM class archive here: bash scripts/setup.sh builds it")
+    archive = setup_built(archive_path(), "JVM class archive")
     jvm = spark.sparkContext._jvm
     assert jvm is not None
     arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())

@@ -3,7 +3,6 @@ one winner, and that a commit starts no process."""
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from streamclaim_spark.state.local_commits import (
     jar_path,
 )
 from streamclaim_spark.state.tables import table_path
+from tests.setup_built import setup_built
 
 pytestmark = pytest.mark.spark
 
@@ -30,11 +30,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def jvm(spark: SparkSession) -> Any:
     """The session's JVM, which setup's jar of the classes is loaded into."""
-    jar = jar_path()
-    if jar is None or not jar.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"scripts/setup.sh builds the local commit classes, and {jar} is missing")
-        pytest.skip("no local commit classes here: bash scripts/setup.sh builds them")
+    setup_built(jar_path(), "jar of the local commit classes")
     assert spark.sparkContext._jvm is not None
     return spark.sparkContext._jvm
 

@@ -33,6 +33,7 @@ import pytest
 
 from tests.jars import log_store_jar
 from tests.redis_server import free_port
+from tests.setup_built import unavailable
 from tests.spark.s3_multi_writer_worker import write_endpoints_override
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -277,7 +278,7 @@ def test_two_drivers_racing_xautoclaim_through_the_dynamodb_log_store_claim_each
         if dynamodb_log_store_jar is None and codes["c1"] != 0 and UNRESOLVED in logs["c1"][1].read_text():
             # No JDK built the jar and the registry does not serve it (skips; never reached in CI, where a
             # missing JDK fails the fixture). c2 waits for c1's session before it starts its JVM: killed below.
-            log_store_jar.unavailable(f"{UNRESOLVED}, and {log_store_jar.NO_JDK_HINT} (docs/DEPLOY.md)")
+            unavailable(f"{UNRESOLVED}, and {log_store_jar.NO_JDK_HINT} (docs/DEPLOY.md)")
         codes["c2"] = workers["c2"].wait(timeout=600)
     finally:
         for worker in workers.values():

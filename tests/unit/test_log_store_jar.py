@@ -69,15 +69,3 @@ def test_without_a_jdk_setup_warns_outside_ci_and_fails_in_ci(
     assert log_store_jar.main(["--if-stale"]) == 1
     assert "ERROR: no javac" in capsys.readouterr().err
     assert not log_store_jar.JAR.exists()
-
-
-def test_a_jar_that_cannot_be_built_skips_the_test_outside_ci_and_fails_it_in_ci(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("CI", "true")
-    with pytest.raises(RuntimeError, match="CI must run the multi-writer S3 test"):
-        log_store_jar.unavailable("no javac")
-
-    monkeypatch.delenv("CI")
-    with pytest.raises(pytest.skip.Exception, match="no javac"):
-        log_store_jar.unavailable("no javac")

@@ -182,3 +182,35 @@ def test_a_local_commit_starts_no_process(spark: SparkSession, jvm: Any, store: 
     events = jvm.jdk.jfr.consumer.RecordingFile.readAllEvents(jvm.java.io.File(str(dump)).toPath())
     started = [str(event.getString("command")) for event in events]
     assert started == []
+
+
+def _listed(files: Any) -> list[tuple[str, int, bool, int]]:
+    listed = []
+    while files.hasNext():
+        status = files.next()
+        listed.append((str(status.getPath()), status.getLen(), status.isDirectory(), status.getModificationTime()))
+    return listed
+
+
+def test_the_log_store_lists_from_a_name_what_hadoop_s_listing_answers(
+    spark: SparkSession, jvm: Any, store: StreamStore
+) -> None:
+    for sequence in range(3):
+        store.execute("XADD", "s", f"9-{sequence + 1}", "f", "v")
+    log = Path(table_path(store.path, STATE_TABLE_DIR)) / "_delta_log"
+    version = latest_version(spark, table_path(store.path, STATE_TABLE_DIR))
+    (log / f".{version:020d}.json.crc").write_bytes(b"hadoop's checksum")  # Hadoop leaves those out
+    (log / "_sidecars").mkdir(exist_ok=True)
+    conf = _hadoop_conf(spark)
+    ours = jvm.io.streamclaim.spark.LocalLinkLogStore(conf)
+    hadoops = jvm.io.delta.storage.HDFSLogStore(conf)
+    for start in (f"{version - 2:020d}", f"{version:020d}", "0", f"{version + 1:020d}"):
+        prefix = jvm.org.apache.hadoop.fs.Path((log / start).as_uri())
+        expected = _listed(hadoops.listFrom(prefix, conf))
+        assert _listed(ours.listFrom(prefix, conf)) == expected
+    after_the_last = [name.rsplit("/", 1)[1] for name, *_ in expected]
+    assert "_sidecars" in after_the_last and all(name.startswith("_") for name in after_the_last)  # folders only
+    missing = jvm.org.apache.hadoop.fs.Path((log.parent / "gone" / "0").as_uri())
+    with pytest.raises(Py4JJavaError) as refused:
+        ours.listFrom(missing, conf)
+    assert refused.value.java_exception.getClass().getName() == "java.io.FileNotFoundException"

@@ -1,12 +1,20 @@
 package io.streamclaim.spark;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.FileSystemException;
 import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.NotDirectoryException;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
@@ -54,6 +62,43 @@ final class LocalFiles {
         } finally {
             Files.deleteIfExists(temp);
         }
+    }
+
+    /**
+     * The files of {@code path}'s folder on the local file system {@code fs} whose names sort at or after
+     * {@code path}'s, sorted by name: what Hadoop's listing answers to Delta's {@code listFrom} (Hadoop's own
+     * {@code .name.crc} checksum files left out, a file removed meanwhile skipped; a missing folder is
+     * FileNotFoundException), with the status read only of the files returned. Hadoop's read every file's.
+     */
+    static List<FileStatus> listFrom(FileSystem fs, Path path) throws IOException {
+        Path folder = fs.makeQualified(path.getParent());
+        String from = path.getName();
+        java.nio.file.Path local = Paths.get(folder.toUri());
+        List<String> names = new ArrayList<>();
+        try (DirectoryStream<java.nio.file.Path> entries = Files.newDirectoryStream(local)) {
+            for (java.nio.file.Path entry : entries) {
+                String name = entry.getFileName().toString();
+                if (name.compareTo(from) >= 0 && !(name.startsWith(".") && name.endsWith(".crc"))) {
+                    names.add(name);
+                }
+            }
+        } catch (NoSuchFileException | NotDirectoryException e) {
+            throw new FileNotFoundException("File " + folder + " does not exist");
+        }
+        names.sort(null);
+        long blockSize = fs.getDefaultBlockSize(folder);
+        List<FileStatus> files = new ArrayList<>(names.size());
+        for (String name : names) {
+            BasicFileAttributes attributes;
+            try {
+                attributes = Files.readAttributes(local.resolve(name), BasicFileAttributes.class);
+            } catch (NoSuchFileException e) {
+                continue;
+            }
+            files.add(new FileStatus(attributes.size(), attributes.isDirectory(), 1, blockSize,
+                    attributes.lastModifiedTime().toMillis(), new Path(folder, name)));
+        }
+        return files;
     }
 
     /**

@@ -13,6 +13,8 @@ import java.nio.file.StandardOpenOption;
 import java.util.Iterator;
 import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 
 /**
@@ -21,8 +23,10 @@ import org.apache.hadoop.fs.Path;
  * <p>Writes {@code N.json} as Delta's {@code HDFSLogStore} does (a temporary file beside it, then put in
  * place without overwriting, {@code java.nio.file.FileAlreadyExistsException} when the version is taken),
  * through {@link LocalFiles} instead of Hadoop's local file system. The put-in-place is a hard link, so two
- * processes committing one version get one winner (Hadoop's rename checks, then renames). Reads and
- * listings are Delta's own. Any other file system goes to {@code HDFSLogStore} unchanged.
+ * processes committing one version get one winner (Hadoop's rename checks, then renames). Lists the log
+ * from a name as {@link LocalFiles#listFrom} does: Hadoop's listing read every file's status, and a log
+ * keeps every commit of its retention (30 days by default), where Delta asks for the few after the version
+ * it holds. Reads are Delta's own. Any other file system goes to {@code HDFSLogStore} unchanged.
  */
 public class LocalLinkLogStore extends HadoopFileSystemLogStore {
     private final HDFSLogStore other;
@@ -64,6 +68,15 @@ public class LocalLinkLogStore extends HadoopFileSystemLogStore {
             }
             throw e;
         }
+    }
+
+    @Override
+    public Iterator<FileStatus> listFrom(Path path, Configuration hadoopConf) throws IOException {
+        FileSystem fs = path.getFileSystem(hadoopConf);
+        if (!"file".equals(fs.getUri().getScheme())) {
+            return other.listFrom(path, hadoopConf);
+        }
+        return LocalFiles.listFrom(fs, path).iterator();
     }
 
     /** As HDFSLogStore answers: Delta then serialises this JVM's commits to a table under its lock. */

@@ -33,7 +33,7 @@ class FileQuery:
         """False only when a file of ``bucket`` with these statistics (None: none written) can hold no
         row the query names: it is in no bucket of the query, or its partition IDs or its IDs lie
         outside the query's. Never False for a file that holds such a row."""
-        if bucket not in self._buckets:
+        if bucket not in self.buckets:
             return False
         if bounds is None:
             return True
@@ -42,7 +42,8 @@ class FileQuery:
         return self.low is None or self.high is None or bounds.may_hold_ids(self.low, self.high)
 
     @cached_property
-    def _buckets(self) -> frozenset[str]:
+    def buckets(self) -> frozenset[str]:
+        """The buckets that can hold the query's rows."""
         return frozenset(buckets_of(self.partitions, self.kinds))
 
     @cached_property

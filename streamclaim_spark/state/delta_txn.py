@@ -35,9 +35,9 @@ from streamclaim_spark.state.driver_writes import FilePlace, rewrite_files, stat
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path, upload
 from streamclaim_spark.state.jvm_classes import java_class, static_method
 from streamclaim_spark.state.logged_files import LoggedFile, files_at, keep_committed
-from streamclaim_spark.state.pruning_filters import pruning_filters
+from streamclaim_spark.state.pruning_filters import bucket_filters, pruning_filters
 from streamclaim_spark.state.scala_seqs import java_items, scala_seq
-from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition, in_buckets
+from streamclaim_spark.state.schema import STATE_SCHEMA, file_condition
 
 
 def supports_transactions(spark: SparkSession) -> bool:
@@ -134,7 +134,7 @@ class DeltaTransaction:
         # Delta's conflict check tests other commits' files against a read's partition predicates alone
         # (ConflictChecker: ``readPredicate.partitionPredicates``): the buckets. The rest of the query's
         # filter (partitions, IDs) it records and never tests; building it cost ~50 py4j calls a read.
-        buckets = pruning_filters(self._spark, self._path, in_buckets(query.partitions, kinds=query.kinds))
+        buckets = bucket_filters(self._spark, self._path, sorted(query.buckets))
         self._txn.trackReadPredicates(buckets, True, True)
         self._txn.trackFilesRead(self._seq(files))
         return files
@@ -160,7 +160,7 @@ class DeltaTransaction:
                 if file.bucket in counts and file.size < below:
                     counts[file.bucket] += 1
             return counts
-        filters = pruning_filters(self._spark, self._path, F.col(C.BUCKET).isin(*wanted))
+        filters = bucket_filters(self._spark, self._path, wanted)
         scan = self._txn.snapshot().filesForScan(filters, False)
         for file in java_items(self._jvm, scan.files()):
             if file.size() < below:

@@ -118,11 +118,12 @@ def test_a_batch_of_a_hundred_commands_costs_at_most_three_xclaims_and_commits_o
 
 
 # py4j round trips of a command's steady state, on a version this process wrote last (no new table
-# version to read: the live path's case): 184, 464 and 472 when set, with ~5% of room; each costs ~0.2 ms.
+# version to read: the live path's case): 156, 445 and 444 when set, with ~5% of room; each costs ~0.2 ms.
 # A commit of files recording its reads by their buckets alone (state/delta_txn.py, ``files_in``) took
 # ~240 calls from every write command; JVM classes and static methods looked up once
-# (state/jvm_classes.py) and the table's properties read as one JSON string ~250 more.
-PY4J_BUDGETS = {"XADD": 195, "XREADGROUP COUNT 10": 490, "XACK": 495}
+# (state/jvm_classes.py) and the table's properties read as one JSON string ~250 more; a read's bucket
+# filters kept per table and buckets (state/pruning_filters.py, ``bucket_filters``) ~20-30 more.
+PY4J_BUDGETS = {"XADD": 165, "XREADGROUP COUNT 10": 470, "XACK": 465}
 
 
 def test_a_write_command_of_the_live_path_keeps_within_its_py4j_budget(

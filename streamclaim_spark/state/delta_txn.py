@@ -134,7 +134,7 @@ class DeltaTransaction:
         # Delta's conflict check tests other commits' files against a read's partition predicates alone
         # (ConflictChecker: ``readPredicate.partitionPredicates``): the buckets. The rest of the query's
         # filter (partitions, IDs) it records and never tests; building it cost ~50 py4j calls a read.
-        buckets = bucket_filters(self._spark, self._path, sorted(query.buckets))
+        buckets = bucket_filters(self._spark, self._path, query.buckets)
         self._txn.trackReadPredicates(buckets, True, True)
         self._txn.trackFilesRead(self._seq(files))
         return files

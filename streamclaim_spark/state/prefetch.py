@@ -235,7 +235,8 @@ class PrefetchedSnapshot:
         query.group_heads.update(group_parts[g] for g in need.groups if (key, g) not in self._groups)
         if need.consumer is not None:
             missing = [group_parts[g] for g in need.groups if (key, g, need.consumer) not in self._consumers]
-            query.consumers.setdefault(need.consumer, set()).update(missing)
+            if missing:  # a consumer known already asks nothing (an empty entry made the query Spark's)
+                query.consumers.setdefault(need.consumer, set()).update(missing)
 
     def _ask_by_id(self, query: _Query, need: Need, stream_part: str, group_parts: dict[str, str]) -> list[StreamId]:
         """The entries and PEL rows ``need`` looks up by ID and the snapshot does not know yet; returns the

@@ -58,7 +58,7 @@ COMMANDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 # A batch of 100 commands on one stream and group (issue 27): 20 rounds of a client's XADD, XREADGROUP,
-# XACK, XCLAIM and XPENDING, run as one pipeline. Budget: 3x the jobs of one XCLAIM, one commit.
+# XACK, XCLAIM and XPENDING, run as one pipeline (tests/spark/test_job_budgets.py's BATCH_BUDGET), one commit.
 BATCH_OF_100: tuple[tuple[str, ...], ...] = tuple(
     command
     for n in range(20)

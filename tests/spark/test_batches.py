@@ -12,16 +12,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from pyspark.sql import SparkSession
 
 from streamclaim_spark import StreamStore
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import stream_partition
 from streamclaim_spark.engine.batch import Unit, run_batch, watch_signatures
+from streamclaim_spark.engine.batch.reads import BatchReads
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import ReplyError
-from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
@@ -171,29 +170,36 @@ def test_claims_found_by_a_scan_move_their_entries_whether_the_pel_is_in_memory_
 
 
 def test_a_partition_found_too_big_to_load_is_read_through_spark_by_later_batches_without_a_probe(
-    spark: SparkSession, make_store: Callable[..., StreamStore]
+    make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = make_store(clock=ManualClock(T0))
     for n in range(1, 5):
         store.execute("XADD", "s", f"{n}-1", "f", "v")
     store.execute("XLEN", "s")  # both batches below start at this version, its files already kept
+    probed: list[int] = []
+    probe = BatchReads._probe
 
-    def batch() -> tuple[int, list[Any]]:
+    def counted_probe(self: BatchReads, partitions: Sequence[str]) -> list[dict[str, Any]]:
+        rows = probe(self, partitions)
+        probed.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(BatchReads, "_probe", counted_probe)
+
+    def batch() -> list[Any]:
         pipe = store.pipeline(load_limit=2).execute_command("XLEN", "s")
         pipe.execute_command("XRANGE", "s", "-", "+", "COUNT", "1")
-        with count_jobs(spark.sparkContext) as counted:
-            replies = pipe.execute()
-        return counted.jobs, replies
+        return pipe.execute()
 
-    probing, first = batch()
+    first = batch()
     assert stream_partition("s") in store.runner.big_partitions
-    remembering, second = batch()
+    probes_of_first = list(probed)
+    second = batch()
 
     assert first == second == [4, [["1-1", ["f", "v"]]]]
-    # The probe: one query of load_limit + 1 rows, its files listed on the driver (state/logged_table.py):
-    # one job, or two when Spark's limit reads the stream head's file first (one row: the head lies in a
-    # file of its own) and then the rest.
-    assert probing - remembering in (1, 2)
+    # The probe reads load_limit + 1 rows of the stream's 5 (its head and 4 entries): too many to load.
+    assert probes_of_first == [3]
+    assert probed == probes_of_first  # the second batch remembers: no probe
 
 
 def operations(store: StreamStore, first: int, last: int) -> list[str]:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from streamclaim_spark.core import constants as C
@@ -25,6 +27,7 @@ from streamclaim_spark.core.model import (
     StreamMeta,
 )
 from streamclaim_spark.core.partitions import ALL_KINDS, group_partition, stream_partition
+from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.engine.batch.rows import (
     Key,
     Owner,
@@ -36,6 +39,8 @@ from streamclaim_spark.engine.batch.rows import (
 )
 from streamclaim_spark.state.columns import by_bytes, consumer_from_row, entry_from_row, pending_from_row, stored_id
 from streamclaim_spark.state.frames import json_frame
+from streamclaim_spark.state.kept_rows import kept_rows_at
+from streamclaim_spark.state.prefetch_rows import ROW_COLUMNS
 from streamclaim_spark.state.schema import STATE_SCHEMA, in_partitions
 from streamclaim_spark.state.snapshot import Snapshot
 
@@ -128,17 +133,29 @@ class BatchReads(Snapshot):
             return
         self._keep(partitions, rows)
 
-    def _probe(self, partitions: Sequence[str]) -> list[Any]:
-        """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load)."""
-        stored = self.stored_frame_of([FileQuery(tuple(partitions), ALL_KINDS)])
-        return stored.where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
+    def _probe(self, partitions: Sequence[str]) -> list[dict[str, Any]]:
+        """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load).
 
-    def _keep(self, partitions: Sequence[str], rows: Sequence[Any]) -> None:
+        Read on the driver from the kept files that may hold them when those are few (``kept_rows_at``):
+        the Spark query it replaces was a job of its own, ~0.1 s of a pipeline's batch; else by Spark.
+        """
+        queries = [FileQuery(tuple(partitions), ALL_KINDS)]
+        stored = kept_rows_at(
+            self.spark, self.table_path, self.version, queries, ROW_COLUMNS, placement().rows_max(Work.PREFETCH)
+        )
+        if stored is not None:
+            chosen = stored.filter(pc.is_in(stored[C.PARTITION_ID], value_set=pa.array(sorted(partitions))))
+            kept: list[dict[str, Any]] = chosen.slice(0, self.load_limit + 1).to_pylist()
+            return kept
+        rows = self.stored_frame_of(queries).where(in_partitions(partitions)).limit(self.load_limit + 1).collect()
+        return [row.asDict(recursive=True) for row in rows]
+
+    def _keep(self, partitions: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
         """Holds ``rows``, all the rows of ``partitions``, in memory, with the batch's changes over them."""
         for partition in partitions:
             self._loaded[partition] = {}
-        for spark_row in rows:
-            row = full_row(spark_row.asDict(recursive=True))
+        for stored_row in rows:
+            row = full_row(stored_row)
             self._loaded[row[C.PARTITION_ID]][row_key(row)] = row
             self._loaded_at_start.add(row_key(row))
         # Rows the batch changed before it read the partition (e.g. through a bigger read) win.

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
@@ -22,7 +20,7 @@ from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import ConsumerMeta, Entry, GroupMeta, Need, PendingEntry, Scan, StreamMeta
 from streamclaim_spark.core.partitions import APART_PREFIX, group_partition, shares_buckets, stream_partition
 from streamclaim_spark.core.placement import Work, placement
-from streamclaim_spark.state import kept_counts, pel_summary, prefetch_rows
+from streamclaim_spark.state import kept_counts, pel_by_time, pel_summary, prefetch_rows
 from streamclaim_spark.state.columns import (
     by_bytes,
     consumer_from_row,
@@ -61,18 +59,6 @@ HEAD_COLUMNS = (
     C.ENTRIES_READ,
     C.PENDING_COUNT,
     C.COUNTED_VERSION,
-)
-
-# The columns ``_stored_pel`` reads: what ``pending_from_row`` reads, and what picks the group's rows.
-PEL_COLUMNS = (
-    C.PARTITION_ID,
-    C.ROW_KIND,
-    C.STREAM,
-    C.ID_MS,
-    C.ID_SEQ,
-    C.OWNER,
-    C.DELIVERY_TIME_MS,
-    C.DELIVERY_COUNT,
 )
 
 
@@ -321,41 +307,12 @@ class Snapshot(PrefetchedSnapshot):
         return [pending_from_row(row) for row in self._scans[(C.KIND_PENDING, key, group, scan)]]
 
     def idle_pending(self, key: str, group: str, delivered_at_or_before: int, limit: int | None) -> list[PendingEntry]:
-        """PEL entries delivered at or before the cutoff, oldest delivery first (ties in ID order), at
-        most ``limit``: the head of Redis' time-ordered PEL list, which XREADGROUP CLAIM walks."""
-        stored = self._stored_pel(key, group)
-        if stored is not None:  # the few kept files of the PEL, on the driver: no Spark job
-            idle = stored.filter(pc.less_equal(stored[C.DELIVERY_TIME_MS], delivered_at_or_before))
-            oldest = idle.sort_by([(C.DELIVERY_TIME_MS, "ascending"), (C.ID_MS, "ascending"), (C.ID_SEQ, "ascending")])
-            chosen = oldest if limit is None else oldest.slice(0, limit)
-            return [pending_from_row(row) for row in chosen.to_pylist()]
-        rows = (
-            self.rows_of(group_partition(key, group), C.KIND_PENDING)
-            .where(F.col(C.DELIVERY_TIME_MS) <= delivered_at_or_before)
-            .orderBy(C.DELIVERY_TIME_MS, C.ID_MS, C.ID_SEQ)
-        )
-        if limit is not None:
-            rows = rows.limit(limit)
-        return [pending_from_row(row) for row in rows.collect()]
+        """XREADGROUP CLAIM's idle PEL entries, oldest delivery first (pel_by_time.py)."""
+        return pel_by_time.idle_pending(self, key, group, delivered_at_or_before, limit)
 
     def last_nack_time(self, key: str, group: str) -> int | None:
-        """The largest delivery time in the group's NACK zone (model.nack_time), None when it is empty."""
-        stored = self._stored_pel(key, group)
-        if stored is not None:
-            times = stored[C.DELIVERY_TIME_MS]
-            latest = pc.max(times.filter(pc.less(times, 0))).as_py()
-            return None if latest is None else int(latest)
-        pending = self.rows_of(group_partition(key, group), C.KIND_PENDING)
-        row = pending.where(F.col(C.DELIVERY_TIME_MS) < 0).agg(F.max(C.DELIVERY_TIME_MS)).first()
-        return None if row is None else row[0]
-
-    def _stored_pel(self, key: str, group: str) -> pa.Table | None:
-        """The group's PEL rows (the columns ``pending_from_row`` reads) from its few kept files, read on
-        the driver (``stored_rows``); None where Spark must read them."""
-        partition = group_partition(key, group)
-        files = [FileQuery((partition,), (C.KIND_PENDING,))]
-        stored = self.stored_rows(files, PEL_COLUMNS, placement().rows_max(Work.PREFETCH))
-        return None if stored is None else prefetch_rows.rows_of(stored, key, partition, C.KIND_PENDING)
+        """The newest delivery time in the group's NACK zone, None when it is empty (pel_by_time.py)."""
+        return pel_by_time.last_nack_time(self, key, group)
 
     def pending_by_id(self, key: str, group: str, ids: Iterable[StreamId]) -> dict[StreamId, PendingEntry]:
         wanted = tuple(set(ids))

@@ -34,7 +34,7 @@ T0 = 1_700_000_000_000
 # small PEL, and XINFO's counts of its consumers and groups, are counted on the driver
 # (state/pel_summary.py): none either. XCLAIM's and XAUTOCLAIM's lookups by ID and PEL range are read
 # on the driver too (a consumer already known had made their prefetch Spark's), and so is the group's PEL
-# that XREADGROUP CLAIM and XNACK read (state/snapshot.py, ``_stored_pel``): none. XADD and
+# that XREADGROUP CLAIM and XNACK read (state/pel_by_time.py): none. XADD and
 # XREADGROUP keep one job of room (docs/BENCHMARKS.md, "Spark jobs per command").
 BUDGETS = {
     "XADD": 1,

@@ -9,8 +9,9 @@ answer from them and query only for what was not prefetched.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache, partial
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -26,8 +27,6 @@ from streamclaim_spark.state.columns import (
     StateRow,
     consumer_from_row,
     entry_from_row,
-    id_between,
-    id_in,
     pending_from_row,
     stored_id,
     value_or_none,
@@ -36,6 +35,7 @@ from streamclaim_spark.state.file_stats import bounded_needs
 from streamclaim_spark.state.frames import json_frame
 from streamclaim_spark.state.kept_rows import kept_rows_at
 from streamclaim_spark.state.logged_table import logged_table
+from streamclaim_spark.state.prefetch_conditions import any_of, consumer_rows, rows_by_id, rows_in_range
 from streamclaim_spark.state.prefetch_rows import (
     PREFETCH_LOOKUPS_MAX,
     ROW_COLUMNS,
@@ -56,29 +56,13 @@ from streamclaim_spark.state.schema import (
 ScanKey = tuple[str, str, str | None, Scan]
 
 
-def scan_filter(scan: Scan) -> Column:
-    """The rows an ordered range read selects: its ID range, and its owner and delivery cutoff if any."""
-    condition = id_between(scan.low, scan.high)
-    if scan.owner is not None:
-        condition = condition & (F.col(C.OWNER) == scan.owner)
-    if scan.delivered_at_or_before is not None:
-        condition = condition & (F.col(C.DELIVERY_TIME_MS) <= scan.delivered_at_or_before)
-    return condition
-
-
-def any_of(conditions: Sequence[Column]) -> Column:
-    """The disjunction of ``conditions`` (at least one)."""
-    combined = conditions[0]
-    for condition in conditions[1:]:
-        combined = combined | condition
-    return combined
-
-
 @dataclass
 class _Query:
     """What one prefetch query gathers from its needs, before it is built."""
 
-    wanted: list[Column] = field(default_factory=list)  # the disjuncts: one per lookup, range or kind of head
+    # The disjuncts (one per lookup, range or kind of head), built only when Spark runs the query: a
+    # prefetch the driver answers from the kept files would have paid ~20 py4j round trips an ID list.
+    wanted: list[Callable[[], Column]] = field(default_factory=list)
     files: list[FileQuery] = field(default_factory=list)  # which files each disjunct may read
     partitions: set[str] = field(default_factory=set)
     # Heads (and consumers, by name) of every need share one IN list each: a fleet's thousands of
@@ -87,15 +71,20 @@ class _Query:
     group_heads: set[str] = field(default_factory=set)
     consumers: dict[str, set[str]] = field(default_factory=dict)
     point_rows: int = 0
-    scan: tuple[ScanKey, Column] | None = None
+    scan: tuple[ScanKey, Callable[[], Column]] | None = None
     lookups: list[Lookup] = field(default_factory=list)  # the disjuncts by ID and the range, as the driver tests them
 
-    def ask(self, condition: Column, files: FileQuery, lookup: Lookup | None = None) -> None:
-        """Adds a disjunct: its rows, the files that may hold them, and (by ID or range) its lookup."""
+    def ask(self, condition: Callable[[], Column], files: FileQuery, lookup: Lookup | None = None) -> None:
+        """Adds a disjunct: what builds its rows' condition, the files that may hold them, and (by ID or
+        range) its lookup."""
         self.wanted.append(condition)
         self.files.append(files)
         if lookup is not None:
             self.lookups.append(lookup)
+
+    def conditions(self) -> Column:
+        """The disjunction of every disjunct, built."""
+        return any_of([condition() for condition in self.wanted])
 
     def scan_key(self) -> ScanKey | None:
         return self.scan[0] if self.scan is not None else None
@@ -206,7 +195,7 @@ class PrefetchedSnapshot:
             # ID lookups beside them name their partitions in their own disjuncts, so buckets prune enough.
             frame = self._keyed_rows(query.stream_heads, query.group_heads, query.consumers)
             if query.wanted:
-                by_id = self.frame_of(query.files).where(pruned_to(query.partitions) & any_of(query.wanted))
+                by_id = self.frame_of(query.files).where(pruned_to(query.partitions) & query.conditions())
                 frame = frame.unionByName(by_id)
             return frame, None
         _ask_heads_by_name(query)
@@ -246,7 +235,7 @@ class PrefetchedSnapshot:
         if entry_ids:
             entries = FileQuery((stream_part,), (C.KIND_ENTRY,), entry_ids[0], entry_ids[-1])
             lookup = Lookup(key, stream_part, C.KIND_ENTRY, tuple(entry_ids))
-            query.ask(kind_in(stream_part, C.KIND_ENTRY) & id_in(entry_ids), entries, lookup)
+            query.ask(partial(rows_by_id, stream_part, C.KIND_ENTRY, entry_ids), entries, lookup)
             query.partitions.add(stream_part)
             query.point_rows += len(entry_ids)
         if need.pending_ids:
@@ -255,7 +244,7 @@ class PrefetchedSnapshot:
                 if pending_ids:
                     rows = FileQuery((group_parts[group],), (C.KIND_PENDING,), pending_ids[0], pending_ids[-1])
                     lookup = Lookup(key, group_parts[group], C.KIND_PENDING, tuple(pending_ids))
-                    query.ask(kind_in(group_parts[group], C.KIND_PENDING) & id_in(pending_ids), rows, lookup)
+                    query.ask(partial(rows_by_id, group_parts[group], C.KIND_PENDING, pending_ids), rows, lookup)
                     query.point_rows += len(pending_ids)
         return entry_ids
 
@@ -278,7 +267,8 @@ class PrefetchedSnapshot:
             assert not (kind == C.KIND_ENTRY and entry_ids) and not (kind == C.KIND_PENDING and need.pending_ids), (
                 "a range and lookups by ID of the same rows cannot share a query"
             )
-            query.scan = (scan_key, kind_in(part, kind) & scan_filter(range_scan))
+            # Cached: the range's condition is a disjunct and the query's sort key both.
+            query.scan = (scan_key, cache(partial(rows_in_range, part, kind, range_scan)))
             in_range = FileQuery((part,), (kind,), range_scan.low, range_scan.high)
             query.ask(query.scan[1], in_range, Lookup(key, part, kind, scan=range_scan))
             query.partitions.add(part)
@@ -287,12 +277,13 @@ class PrefetchedSnapshot:
         """The query's disjuncts under a filter naming its partitions (and streams, when few), its range's
         rows sorted after the point lookups' under one ``LIMIT``."""
         keys = sorted({need.key for need in needs})
-        where = in_partitions(query.partitions) & any_of(query.wanted)
+        where = in_partitions(query.partitions) & query.conditions()
         if len(keys) <= NAMED_PARTITIONS_MAX:  # lets Delta skip files by stream; isin is a py4j call per name
             where = where & F.col(C.STREAM).isin(keys)
         frame = self.frame_of(query.files).where(where)
         if query.scan is not None:
-            (_, _, _, range_scan), in_range = query.scan
+            (_, _, _, range_scan), in_range_of = query.scan
+            in_range = in_range_of()
             ids = [F.col(C.ID_MS), F.col(C.ID_SEQ)]
             order = [F.when(in_range, 1).otherwise(0)] + ([c.desc() for c in ids] if range_scan.reverse else ids)
             frame = frame.orderBy(*order)
@@ -386,11 +377,11 @@ def _ask_heads_by_name(query: _Query) -> None:
     """The query's heads and consumers as IN lists of their partitions, one disjunct per kind (and name)."""
     for kind, heads in ((C.KIND_STREAM, query.stream_heads), (C.KIND_GROUP, query.group_heads)):
         if heads:
-            query.ask(kind_in(sorted(heads), kind), FileQuery(tuple(sorted(heads)), (kind,)))
+            query.ask(partial(kind_in, sorted(heads), kind), FileQuery(tuple(sorted(heads)), (kind,)))
             query.partitions.update(heads)
             query.point_rows += len(heads)
     for name, parts in query.consumers.items():
         if parts:
             consumers = FileQuery(tuple(sorted(parts)), (C.KIND_CONSUMER,))
-            query.ask(kind_in(sorted(parts), C.KIND_CONSUMER) & (F.col(C.CONSUMER) == name), consumers)
+            query.ask(partial(consumer_rows, sorted(parts), name), consumers)
             query.point_rows += len(parts)

@@ -63,6 +63,11 @@ class Runner:
         """Delta version committed by this thread's last command (None if it changed nothing)."""
         return getattr(self._local, "version", None)
 
+    def forget_last_commit(self) -> None:
+        """Clears ``last_commit_version`` and ``last_attempts`` before a command that may not transact."""
+        self._local.version = None
+        self._local.attempts = 0
+
     def snapshot(self) -> Snapshot:
         """The store's current state, pinned at the newest Delta version."""
         session = self.session()

@@ -152,6 +152,8 @@ def run_batch(
     # One command reads what it needs, as outside a batch: loading whole partitions pays only when
     # several commands read them.
     single = count == 1 and not any(unit.watched for unit in units)
+    if single and len(units) == 1:
+        return _run_alone(runner, units[0], dispatch)
 
     def attempt(_: int) -> BatchResult:
         at = latest_version(session, runner.state_path)
@@ -177,6 +179,19 @@ def run_batch(
 
     result, attempts = run_with_retries(attempt, runner.retry_policy, operation)
     return BatchResult(result.units, result.version, attempts)
+
+
+def _run_alone(runner: Runner, unit: Unit, dispatch: Dispatch) -> BatchResult:
+    """A batch of one command is that command, run as ``StreamStore.execute`` runs it: its own snapshot
+    reads heads and kept files on the driver, where a ``BatchSnapshot`` of one command ran a Spark query
+    (a server's lone XREADGROUP: 1 job and ~0.2 s against 0 and ~0.04 s)."""
+    (argv,) = unit.commands
+    runner.forget_last_commit()
+    try:
+        reply = dispatch(runner, argv, _never_block)
+    except ReplyError as error:
+        reply = error
+    return BatchResult([UnitResult([reply])], runner.last_commit_version, max(1, runner.last_attempts))
 
 
 def _run_unit(state: BatchSnapshot, runner: BatchRunner, unit: Unit, dispatch: Dispatch) -> UnitResult:

@@ -17,10 +17,11 @@ from streamclaim_spark import StreamStore
 from streamclaim_spark.commands import dispatch
 from streamclaim_spark.core import constants as C
 from streamclaim_spark.core.partitions import stream_partition
-from streamclaim_spark.engine.batch import Unit, run_batch, watch_signatures
+from streamclaim_spark.engine.batch import Unit, reads, run_batch, watch_signatures
 from streamclaim_spark.engine.batch.reads import BatchReads
 from streamclaim_spark.engine.runner import Runner
 from streamclaim_spark.errors import ReplyError
+from streamclaim_spark.testing.spark_jobs import count_jobs
 from tests.clock import ManualClock
 
 pytestmark = pytest.mark.spark
@@ -179,8 +180,9 @@ def test_a_partition_found_too_big_to_load_is_read_through_spark_by_later_batche
     probed: list[int] = []
     probe = BatchReads._probe
 
-    def counted_probe(self: BatchReads, partitions: Sequence[str]) -> list[dict[str, Any]]:
+    def counted_probe(self: BatchReads, partitions: Sequence[str]) -> list[dict[str, Any]] | None:
         rows = probe(self, partitions)
+        assert rows is not None, "the stream's few files are not too many to load"
         probed.append(len(rows))
         return rows
 
@@ -200,6 +202,58 @@ def test_a_partition_found_too_big_to_load_is_read_through_spark_by_later_batche
     # The probe reads load_limit + 1 rows of the stream's 5 (its head and 4 entries): too many to load.
     assert probes_of_first == [3]
     assert probed == probes_of_first  # the second batch remembers: no probe
+
+
+def test_a_batch_over_a_stream_in_more_files_than_it_loads_reads_its_stored_rows_with_its_own_writes_over_them(
+    make_store: Callable[..., StreamStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(clock=ManualClock(T0))
+    for n in range(1, 6):
+        store.execute("XADD", "s", f"{n}-1", "f", f"v{n}")  # a file each
+    store.execute("XGROUP", "CREATE", "s", "g", "0")
+    monkeypatch.setattr(reads, "LOAD_FILES_MAX", 1)  # the stream's files are too many to load; the group's not
+    pipe = store.pipeline()
+    pipe.execute_command("XADD", "s", "6-1", "f", "v6")
+    pipe.execute_command("XDEL", "s", "2-1")
+    pipe.execute_command("XREADGROUP", "GROUP", "g", "a", "COUNT", "3", "STREAMS", "s", ">")
+    pipe.execute_command("XACK", "s", "g", "1-1")
+    pipe.execute_command("XRANGE", "s", "4-1", "+")
+    pipe.execute_command("XREADGROUP", "GROUP", "g", "b", "STREAMS", "s", ">")
+    pipe.execute_command("XCLAIM", "s", "g", "b", "0", "3-1", "JUSTID")
+    pipe.execute_command("XPENDING", "s", "g", "-", "+", "10")
+
+    with count_jobs(store.spark.sparkContext) as jobs:
+        replies = pipe.execute()
+
+    assert replies == [
+        "6-1",
+        1,
+        [["s", [["1-1", ["f", "v1"]], ["3-1", ["f", "v3"]], ["4-1", ["f", "v4"]]]]],  # 2-1 deleted, 6-1 not reached
+        1,
+        [["4-1", ["f", "v4"]], ["5-1", ["f", "v5"]], ["6-1", ["f", "v6"]]],  # the batch's own entry among stored ones
+        [["s", [["5-1", ["f", "v5"]], ["6-1", ["f", "v6"]]]]],
+        ["3-1"],
+        [["3-1", "b", 0, 1], ["4-1", "a", 0, 1], ["5-1", "b", 0, 1], ["6-1", "b", 0, 1]],
+    ]
+    # Every read of the stream took its stored rows on the driver; through the overlaid table each was a job.
+    assert jobs.jobs == 0, jobs.descriptions
+    assert store.execute("XPENDING", "s", "g", "-", "+", "10") == replies[-1]
+    assert store.execute("XLEN", "s") == 5
+
+
+def test_a_batch_of_one_command_runs_as_the_command_alone_with_no_spark_job(store: StreamStore) -> None:
+    store.execute("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+    store.execute("XADD", "s", "1-1", "f", "v")
+    read = Unit([["XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"]])
+    run_batch(store.runner, [Unit([["XLEN", "s"]])], dispatch)  # its version's files kept, as a server's are
+
+    with count_jobs(store.spark.sparkContext) as jobs:
+        result = run_batch(store.runner, [read], dispatch)
+
+    assert result.replies == [[["s", [["1-1", [b"f", b"v"]]]]]]  # as RESP frames it: payloads as stored
+    assert result.version == store.snapshot().version and result.attempts == 1
+    assert jobs.jobs == 0, jobs.descriptions  # as a batch snapshot of one command: 1
+    assert run_batch(store.runner, [Unit([["XLEN", "s"]])], dispatch).version is None  # read only: no commit
 
 
 def operations(store: StreamStore, first: int, last: int) -> list[str]:

@@ -25,6 +25,7 @@ from streamclaim_spark.state.add_files import data_file_path
 from streamclaim_spark.state.arrow_schema import read_columns
 from streamclaim_spark.state.delta_io import is_connect
 from streamclaim_spark.state.hadoop_files import download, is_local, local_path
+from streamclaim_spark.state.logged_files import LoggedFile
 
 T = TypeVar("T")
 
@@ -34,12 +35,36 @@ COPY_THREADS = 4
 
 
 def readable_on_driver(spark: SparkSession, files: Sequence[Any]) -> bool:
-    """True when ``read_on_driver`` reads ``files`` (``AddFile``s): a classic session, no deletion vector,
-    and the placement's ``driver_bytes`` not passed (core/placement.py)."""
-    if any(file.deletionVector() is not None for file in files):
+    """True when ``read_on_driver`` reads ``files`` (``AddFile``s, or ``LoggedFile``s: the same facts from
+    the log's entry, without a py4j round trip a file): a classic session, no deletion vector, and the
+    placement's ``driver_bytes`` not passed (core/placement.py)."""
+    if any(_has_deletion_vector(file) for file in files):
         return False
-    stored_bytes = sum(int(file.size()) for file in files)
+    stored_bytes = sum(stored_size(file) for file in files)
     return placement().on_driver(Work.READ_FILES, classic=not is_connect(spark), stored_bytes=stored_bytes)
+
+
+def stored_path(file: Any) -> str:
+    """The log's path of a data file (an ``AddFile`` or a ``LoggedFile``): relative and URL-encoded."""
+    return file.path if isinstance(file, LoggedFile) else str(file.path())
+
+
+def stored_size(file: Any) -> int:
+    return file.size if isinstance(file, LoggedFile) else int(file.size())
+
+
+def _has_deletion_vector(file: Any) -> bool:
+    return file.deletion_vector if isinstance(file, LoggedFile) else file.deletionVector() is not None
+
+
+def _on_disk(jvm: Any, table_path: str, path: str) -> str | None:
+    """The driver's own path of the data file at ``path`` (``data_file_path``), None when it lies on
+    another file system. A file under the table's root is local when the root is: the root is parsed
+    once, where each new file's path cost four py4j calls (hadoop_files._parsed)."""
+    root = table_path.rstrip("/")
+    if path.startswith(root + "/") and is_local(jvm, table_path):
+        return local_path(jvm, table_path).rstrip("/") + path[len(root) :]
+    return local_path(jvm, path) if is_local(jvm, path) else None
 
 
 def read_on_driver(
@@ -65,8 +90,8 @@ def each_on_driver(
     jvm = spark._jvm
     assert jvm is not None
     wanted = list(columns) if columns is not None else None
-    paths = [data_file_path(table_path, str(file.path())) for file in files]
-    on_disk = [local_path(jvm, path) if is_local(jvm, path) else None for path in paths]
+    paths = [data_file_path(table_path, stored_path(file)) for file in files]
+    on_disk = [_on_disk(jvm, table_path, path) for path in paths]
     with tempfile.TemporaryDirectory(prefix="streamclaim-files-") as local_folder:
 
         def read(position: int) -> T:
@@ -74,7 +99,7 @@ def each_on_driver(
             if disk_path is not None:
                 return consume(read_columns(disk_path, wanted))
             local = f"{local_folder}/{position}.parquet"
-            download(spark, path, local, int(files[position].size()))
+            download(spark, path, local, stored_size(files[position]))
             try:
                 return consume(read_columns(local, wanted))
             finally:

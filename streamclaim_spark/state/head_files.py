@@ -24,12 +24,14 @@ from streamclaim_spark.core.partitions import group_partition, stream_partition
 from streamclaim_spark.state.add_files import bucket_of
 from streamclaim_spark.state.arrow_schema import ARROW_SCHEMA, in_schema
 from streamclaim_spark.state.driver_files import read_on_driver, readable_on_driver
+from streamclaim_spark.state.logged_files import LoggedFile
 from streamclaim_spark.state.logged_table import kept_files_at
 
 
 def driver_rows(spark: SparkSession, table_path: str, files: Sequence[Any]) -> pa.Table | None:
-    """Every row of ``files`` (``AddFile``s of the table at ``table_path``) in the state table's schema,
-    read on the driver; None when one has a deletion vector (its hidden rows need Delta's read)."""
+    """Every row of ``files`` (``AddFile``s or ``LoggedFile``s of the table at ``table_path``) in the state
+    table's schema, read on the driver; None when one has a deletion vector (its hidden rows need Delta's
+    read)."""
     tables = driver_tables(spark, table_path, files)
     if tables is None:
         return None
@@ -42,7 +44,8 @@ def driver_tables(spark: SparkSession, table_path: str, files: Sequence[Any]) ->
     if not readable_on_driver(spark, files):
         return None
     tables = read_on_driver(spark, table_path, files)
-    return [_in_state_schema(table, bucket_of(file)) for table, file in zip(tables, files, strict=True)]
+    buckets = [file.bucket if isinstance(file, LoggedFile) else bucket_of(file) for file in files]
+    return [_in_state_schema(table, bucket) for table, bucket in zip(tables, buckets, strict=True)]
 
 
 def head_rows_at(
@@ -58,10 +61,7 @@ def head_rows_at(
     if logged is None:
         return None
     buckets = {bucket_of_row(partition, kind) for partition, kind in keys}
-    jvm = spark._jvm
-    assert jvm is not None
-    files = [file.add_file(jvm) for file in logged if file.bucket in buckets]
-    rows = driver_rows(spark, table_path, files)
+    rows = driver_rows(spark, table_path, [file for file in logged if file.bucket in buckets])
     if rows is None:
         return None
     wanted = set(keys)

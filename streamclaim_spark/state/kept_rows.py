@@ -105,10 +105,7 @@ def _each_file(
 ) -> list[T] | None:
     """``consume`` of ``columns`` of each of ``files`` (kept files) in the state table's types; None when
     a file has a deletion vector."""
-    jvm = spark._jvm
-    assert jvm is not None
-    adds = [file.add_file(jvm) for file in files]
-    if not readable_on_driver(spark, adds):
+    if not readable_on_driver(spark, files):
         return None
     schema = arrow_schema_of(columns)
-    return each_on_driver(spark, table_path, adds, columns, lambda table: consume(in_schema(table, schema)), threads)
+    return each_on_driver(spark, table_path, files, columns, lambda table: consume(in_schema(table, schema)), threads)

@@ -49,6 +49,7 @@ class LoggedFile:
     size: int
     bounds: FileBounds | None
     action: str
+    deletion_vector: bool = False  # rows of it are hidden: only Delta's read shows the rest
     _add_file: Any = field(default=None, repr=False, compare=False)
 
     def add_file(self, jvm: Any) -> Any:
@@ -66,6 +67,7 @@ class LoggedFile:
             size=int(add.get("size") or 0),
             bounds=FileBounds.from_stats(path, add.get("stats")),
             action=action,
+            deletion_vector=bool(add.get("deletionVector")),
         )
 
 

@@ -52,15 +52,34 @@ def kept_files_at(
 
 
 def _kept(spark: SparkSession, table_path: str, version: int | None) -> tuple[Any, Any, list[LoggedFile]] | None:
-    """The table's Delta log, its snapshot at ``version`` and its kept files there, or None."""
+    """The table's Delta log, its snapshot at ``version`` and its kept files there, or None.
+
+    The listing of the log's snapshot last asked for is remembered per table: while the log still holds
+    that same snapshot object (one ``equals``, identity for Delta's ``Snapshot``), its files are the
+    same. Checking the kept files against the log segment (``files_at``) took ~20 py4j round trips, and
+    a batch's commands ask for the same version's files a dozen times.
+    """
     if is_connect(spark) or version is None:
         return None
     log = delta_log(spark, table_path)
     snapshot = log.unsafeVolatileSnapshot()
+    last = _LAST_LISTED.get(table_path)
+    if last is not None and last[0] == version and last[2] == snapshot:
+        return last[1], last[2], last[3]
     if int(snapshot.version()) != version:
         return None
     files = files_at(spark, table_path, snapshot)
-    return None if files is None else (log, snapshot, files)
+    if files is None:
+        return None
+    _LAST_LISTED[table_path] = (version, log, snapshot, files)
+    if len(_LAST_LISTED) > LAST_LISTED_TABLES:
+        _LAST_LISTED.pop(next(iter(_LAST_LISTED)), None)
+    return log, snapshot, files
+
+
+# Per table: (version, DeltaLog, Snapshot, files) of the last listing (``_kept``); a few tables' worth.
+_LAST_LISTED: dict[str, tuple[int, Any, Any, list[LoggedFile]]] = {}
+LAST_LISTED_TABLES = 64
 
 
 def _held(files: Sequence[LoggedFile], queries: Sequence[FileQuery]) -> list[LoggedFile]:

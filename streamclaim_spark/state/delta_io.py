@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, USER_METADATA, apply_settings
 from streamclaim_spark.state.jvm_classes import static_method
+from streamclaim_spark.state.log_tip import still_newest
 
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
@@ -93,10 +94,13 @@ def delta_log(spark: SparkSession, table_path: str) -> Any:
 
 
 def updated_snapshot(spark: SparkSession, table_path: str) -> Any:
-    """Delta's JVM snapshot of the table's newest version, after looking for new commits (one log listing).
-    This thread's next ``fresh_snapshot`` of the table takes it without listing again."""
+    """Delta's JVM snapshot of the table's newest version, after looking for new commits: the next
+    commit's file probed on a local disk or HDFS (log_tip.py), else one log listing. This thread's next
+    ``fresh_snapshot`` of the table takes it without looking again."""
     log = delta_log(spark, table_path)
-    snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+    snapshot = still_newest(spark, table_path, log)
+    if snapshot is None:
+        snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
     _fresh.snapshots = {table_path: snapshot}
     return snapshot
 

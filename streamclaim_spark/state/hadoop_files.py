@@ -28,6 +28,11 @@ def is_local(jvm: Any, path: str) -> bool:
     return _parsed(jvm, path)[0] in (None, "file")
 
 
+def scheme_of(jvm: Any, path: str) -> str | None:
+    """The file system scheme of ``path`` (``s3a``, ``file``), None for a path without one."""
+    return _parsed(jvm, path)[0]
+
+
 def local_path(jvm: Any, path: str) -> str:
     """The driver's own path of a local ``path`` (``file:/x`` or ``/x``)."""
     return _parsed(jvm, path)[1]

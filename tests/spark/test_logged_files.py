@@ -30,6 +30,7 @@ from streamclaim_spark.state import logged_files, pel_summary
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session
+from streamclaim_spark.state.log_tip import still_newest
 from streamclaim_spark.state.logged_table import logged_table
 from streamclaim_spark.state.pruning_filters import pruning_filters
 from streamclaim_spark.state.scala_seqs import java_list
@@ -163,6 +164,30 @@ def test_a_table_written_anew_at_the_same_path_is_listed_from_its_own_log(spark:
         shutil.copytree(template, live)
         StreamStore.open(str(live), spark=spark, clock=ManualClock(T0)).execute("XADD", stream, "1-1", "f", "v")
         assert logged(spark, path) == delta_files(spark, path)
+
+
+def test_the_newest_version_is_told_by_the_next_commits_file_and_a_changed_commit_file_sends_to_the_listing(
+    spark: SparkSession, fresh: tuple[StreamStore, str]
+) -> None:
+    store, path = fresh
+    store.execute("XADD", "s", "1-1", "f", "v")
+    log = delta_log(spark, path)
+    version = int(updated_snapshot(spark, path).version())
+    log_dir = Path(path.removeprefix("file:")) / "_delta_log"
+    newest, following = log_dir / f"{version:020d}.json", log_dir / f"{version + 1:020d}.json"
+    probed = still_newest(spark, path, log)
+    assert probed is not None and int(probed.version()) == version
+
+    following.write_bytes(newest.read_bytes())  # another writer's commit appears
+    assert still_newest(spark, path, log) is None
+    following.unlink()
+    assert still_newest(spark, path, log) is not None
+    original = newest.read_bytes()
+    newest.write_bytes(original + b"\n")  # the version's own file is not the one its snapshot was read from
+    assert still_newest(spark, path, log) is None
+    newest.write_bytes(original)
+    assert int(updated_snapshot(spark, path).version()) == version  # listed, and probed from then on
+    assert still_newest(spark, path, log) is not None
 
 
 def test_files_too_far_behind_are_read_from_deltas_state_again(

@@ -39,6 +39,7 @@ from streamclaim_spark.core.model import Write
 from streamclaim_spark.core.partitions import APART_KINDS
 from streamclaim_spark.core.placement import Work, placement
 from streamclaim_spark.core.plan import Plan, is_heads_in_bulk
+from streamclaim_spark.engine.bucket_compaction import compacted
 from streamclaim_spark.engine.file_removals import check_apart, removal_query, remove_rows
 from streamclaim_spark.engine.merge_source import source_of
 from streamclaim_spark.engine.written_rows import (
@@ -146,6 +147,12 @@ def _commit_files(
     below = small_file_bytes(rows_per_file)
     change = small_file_change(added, removed, below)
     compact = worth_compacting(txn, table_path, change, below)
+    if compact:  # compacted here, on the driver: Delta's own check never follows a commit of files
+        growing = [bucket for bucket, count in change.items() if count > 0]
+        merged = compacted(spark, txn, growing, below, rows_per_file, removed)
+        if merged is not None:
+            added, removed = [*added, *merged[0]], [*removed, *merged[1]]
+            change, compact = small_file_change(added, removed, below), False
     # state/small_files.py: the whole bucket's count decides, not Delta's memory; or Delta's check would find nothing
     apply_settings(spark, {AUTO_COMPACT_MIN_NUM_FILES: "1"} if compact else {AUTO_COMPACT: "false"})
     version = txn.commit(added, removed, writer)

@@ -146,26 +146,25 @@ class DeltaTransaction:
             self._logged = files_at(self._spark, self._path, self._txn.snapshot())
         return self._logged
 
-    def small_files(self, buckets: Iterable[str], below: int) -> dict[str, int]:
-        """How many data files smaller than ``below`` bytes each of ``buckets`` holds as of
-        ``read_version``. Not recorded as read: it decides whether compacting is worth a look, and no
-        row of the commit depends on it, so it must not make concurrent writers conflict."""
-        wanted = sorted(set(buckets))
-        counts = dict.fromkeys(wanted, 0)
-        if not wanted:
-            return counts
+    def small_files(self, buckets: Iterable[str], below: int) -> dict[str, list[Any]]:
+        """The data files (``AddFile``s) smaller than ``below`` bytes of each of ``buckets`` as of
+        ``read_version``. Not recorded as read: they decide whether compacting is worth a look, and
+        compacting them changes no row (a concurrent removal of one still makes the commit conflict)."""
+        found: dict[str, list[Any]] = {bucket: [] for bucket in sorted(set(buckets))}
+        if not found:
+            return found
         logged = self._logged_files()
         if logged is not None:
             for file in logged:
-                if file.bucket in counts and file.size < below:
-                    counts[file.bucket] += 1
-            return counts
-        filters = bucket_filters(self._spark, self._path, wanted)
+                if file.bucket in found and file.size < below:
+                    found[file.bucket].append(file.add_file(self._jvm))
+            return found
+        filters = bucket_filters(self._spark, self._path, list(found))
         scan = self._txn.snapshot().filesForScan(filters, False)
         for file in java_items(self._jvm, scan.files()):
             if file.size() < below:
-                counts[bucket_of(file)] += 1
-        return counts
+                found[bucket_of(file)].append(file)
+        return found
 
     def read_files(self, files: Sequence[Any], *, with_path: bool = False) -> DataFrame:
         """Every row of ``files`` (``AddFile``s of this table), with its bucket: what rewriting them

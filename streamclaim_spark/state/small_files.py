@@ -69,7 +69,7 @@ def _counts_at(txn: DeltaTransaction, table_path: str, below: int, buckets: Iter
     counts = {bucket: value[1] for bucket, value in kept.items() if value is not None and value[0] == txn.read_version}
     missing = [bucket for bucket in kept if bucket not in counts]
     if missing:
-        counts.update(txn.small_files(missing, below))
+        counts.update({bucket: len(files) for bucket, files in txn.small_files(missing, below).items()})
         with _COUNTS_LOCK:
             if len(_COUNTS) > _MAX_COUNTS:
                 _COUNTS.clear()

@@ -319,7 +319,7 @@ def test_racing_acknowledgements_of_the_same_ids_count_each_id_once(
     assert not remaining & set(pending)
 
 
-def test_a_commit_of_files_asks_for_auto_compaction_once_a_bucket_it_adds_to_holds_enough_small_files(
+def test_a_commit_of_files_compacts_a_bucket_it_adds_to_once_it_holds_enough_small_files(
     store: StreamStore, spark: SparkSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     taken = {bucket_of(stream_partition(name), C.KIND_ENTRY) for name in ("s", "r", "race", "late")}
@@ -331,13 +331,16 @@ def test_a_commit_of_files_asks_for_auto_compaction_once_a_bucket_it_adds_to_hol
     monkeypatch.setattr(small_files, "AUTO_COMPACT_MIN_FILES", 3)
 
     first = store.append(name, spark.range(1).selectExpr("1 AS n")).version
-    store.append(name, spark.range(1).selectExpr("2 AS n"))
+    second = store.append(name, spark.range(1).selectExpr("2 AS n")).version
 
-    # Two small files after the first append: no check. Three after the second: Delta compacts the bucket
-    # right after that commit. Left to itself, Delta would have checked the bucket at its first commit.
-    assert first is not None
-    operations = [log_entry(store, version)["info"]["operation"] for version in range(first, state_version(store) + 1)]
-    assert operations == ["WRITE", "WRITE", "OPTIMIZE"]
+    # Two small files after the first append: nothing to do. Three with the second: its commit writes the
+    # two it finds as one (engine/bucket_compaction.py), on the driver; no OPTIMIZE follows.
+    assert first is not None and second == first + 1 == state_version(store)
+    entry = log_entry(store, second)
+    bucket = bucket_of(stream_partition(name), C.KIND_ENTRY)
+    assert entry["info"]["operation"] == "WRITE"
+    assert sorted(non_head_files(entry["removed"])) == [(bucket, 1), (bucket, 1)]
+    assert sorted(non_head_files(entry["added"])) == [(bucket, 1), (bucket, 2)]
     assert store.execute("XRANGE", name, "-", "+") == [[f"{T0}-{seq}", ["n", str(seq)]] for seq in range(3)]
 
 

@@ -35,6 +35,8 @@ T = TypeVar("T")
 # How long a partition found too big to load is read through Spark without probing it again (a probe
 # reads load_limit rows; a stream or PEL rarely shrinks below the limit within a minute).
 BIG_PARTITION_MEMORY_S = 60.0
+# Rows a batch loads per command it runs, at most (and at most its ``load_limit``).
+LOAD_ROWS_PER_COMMAND = 100
 # commands.dispatch: runs one argv through its handler (the engine does not import the commands).
 Dispatch = Callable[[Runner, Sequence[str], Callable[[], bool]], Any]
 # commands.touched: the streams and groups a command will read, guessed from its argv.
@@ -154,6 +156,9 @@ def run_batch(
     single = count == 1 and not any(unit.watched for unit in units)
     if single and len(units) == 1:
         return _run_alone(runner, units[0], dispatch)
+    # Loading a partition reads and holds all its rows; a few commands read less through their own
+    # reads (a server's batch of 24 on a 4,000-entry stream: ~75 ms loading it, ~60 ms without).
+    load_limit = min(load_limit, LOAD_ROWS_PER_COMMAND * count)
 
     def attempt(_: int) -> BatchResult:
         at = latest_version(session, runner.state_path)

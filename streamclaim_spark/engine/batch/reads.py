@@ -131,15 +131,19 @@ class BatchReads(Snapshot):
 
     def _probe(self, partitions: Sequence[str]) -> list[dict[str, Any]] | None:
         """The partitions' rows at the pinned version, at most ``load_limit + 1`` (more: too big to load);
-        None when they lie in more than ``LOAD_FILES_MAX`` kept files each (too many to load).
+        None when they lie in more than ``LOAD_FILES_MAX`` kept files each, or their files' statistics
+        count more than ``load_limit`` rows (too many to load, known without reading them).
 
         Read on the driver from the kept files that may hold them when those are few (``kept_rows_at``):
         the Spark query it replaces was a job of its own, ~0.1 s of a pipeline's batch; else by Spark.
         """
         queries = [FileQuery(tuple(partitions), ALL_KINDS)]
         files = kept_files_at(self.spark, self.table_path, self.version, queries)
-        if files is not None and len(files) > LOAD_FILES_MAX * len(partitions):
-            return None
+        if files is not None and (
+            len(files) > LOAD_FILES_MAX * len(partitions)
+            or sum(file.bounds.rows if file.bounds else self.load_limit for file in files) > self.load_limit
+        ):
+            return None  # the files' statistics count their bucket's other partitions too: an upper bound
         stored = kept_rows_at(
             self.spark, self.table_path, self.version, queries, ROW_COLUMNS, placement().rows_max(Work.PREFETCH)
         )

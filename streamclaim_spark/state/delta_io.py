@@ -23,7 +23,7 @@ from pyspark.sql.types import StructType
 
 from streamclaim_spark.state.commit_settings import COMMIT_SETTINGS, USER_METADATA, apply_settings
 from streamclaim_spark.state.jvm_classes import static_method
-from streamclaim_spark.state.log_tip import still_newest
+from streamclaim_spark.state.log_tip import listed, still_newest
 
 # The name a MERGE's target goes by: a temporary view of the table in the committing session, which on
 # Spark Connect is the user's own (see ``child_session``), so a name no user's view is likely to have.
@@ -101,6 +101,7 @@ def updated_snapshot(spark: SparkSession, table_path: str) -> Any:
     snapshot = still_newest(spark, table_path, log)
     if snapshot is None:
         snapshot = log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+        listed(spark, table_path, int(snapshot.version()))
     _fresh.snapshots = {table_path: snapshot}
     return snapshot
 

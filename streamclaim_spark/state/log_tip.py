@@ -24,6 +24,10 @@ from streamclaim_spark.state.jvm_classes import java_class
 
 # File systems whose status is one call to a local disk or a name node, and whose listing is of everything.
 PROBED_SCHEMES = (None, "file", "hdfs", "viewfs")
+# Versions probed between two listings: the snapshot a commit leaves holds its segment's commits plus its
+# own, and only a listing moves it onto the newest checkpoint, which Delta's reads of the table's state
+# start from (the table's checkpoint interval, as Delta's new stores here have it).
+LIST_EVERY_VERSIONS = 100
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,20 @@ def still_newest(spark: Any, table_path: str, log: Any) -> Any | None:
                 _TIPS.pop(next(iter(_TIPS)), None)
     elif _commit_of(jvm, fs, log_dir, tip.version) != tip.commit:
         return None
+    if tip.version - _LISTED.get(key, tip.version) >= LIST_EVERY_VERSIONS:
+        return None
     if fs.exists(java_class(jvm, "org.apache.hadoop.fs.Path")(f"{log_dir}/{tip.version + 1:020d}.json")):
         return None
     return snapshot
+
+
+def listed(spark: Any, table_path: str, version: int) -> None:
+    """Records that Delta listed the table's log at ``version`` (``still_newest`` lists again
+    ``LIST_EVERY_VERSIONS`` later)."""
+    with _LOCK:
+        _LISTED[(id(spark._jvm._gateway_client), table_path)] = version
+        if len(_LISTED) > TIPS_TABLES:
+            _LISTED.pop(next(iter(_LISTED)), None)
 
 
 def _commit_of(jvm: Any, fs: Any, log_dir: str, version: int) -> tuple[int, int] | None:
@@ -88,5 +103,6 @@ def _file_system(spark: Any, key: tuple[int, str], log: Any) -> Any:
 # By (gateway client, table path), the least recently added dropped first.
 _TIPS: dict[tuple[int, str], _Tip] = {}
 _FILE_SYSTEMS: dict[tuple[int, str], Any] = {}
+_LISTED: dict[tuple[int, str], int] = {}
 _LOCK = threading.Lock()
 TIPS_TABLES = 64

@@ -26,7 +26,7 @@ from streamclaim_spark.core.ids import StreamId
 from streamclaim_spark.core.model import Need, Scan
 from streamclaim_spark.core.partitions import bucket_of, group_partition
 from streamclaim_spark.core.placement import placed
-from streamclaim_spark.state import logged_files, pel_summary
+from streamclaim_spark.state import log_tip, logged_files, pel_summary
 from streamclaim_spark.state.columns import entry_from_row, pending_from_row
 from streamclaim_spark.state.delta_io import delta_log, updated_snapshot
 from streamclaim_spark.state.delta_txn import DeltaTransaction, active_session
@@ -167,7 +167,7 @@ def test_a_table_written_anew_at_the_same_path_is_listed_from_its_own_log(spark:
 
 
 def test_the_newest_version_is_told_by_the_next_commits_file_and_a_changed_commit_file_sends_to_the_listing(
-    spark: SparkSession, fresh: tuple[StreamStore, str]
+    spark: SparkSession, fresh: tuple[StreamStore, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, path = fresh
     store.execute("XADD", "s", "1-1", "f", "v")
@@ -188,6 +188,8 @@ def test_the_newest_version_is_told_by_the_next_commits_file_and_a_changed_commi
     newest.write_bytes(original)
     assert int(updated_snapshot(spark, path).version()) == version  # listed, and probed from then on
     assert still_newest(spark, path, log) is not None
+    monkeypatch.setattr(log_tip, "LIST_EVERY_VERSIONS", 0)  # a listing is due: the checkpoint may have moved
+    assert still_newest(spark, path, log) is None
 
 
 def test_files_too_far_behind_are_read_from_deltas_state_again(
@@ -201,24 +203,22 @@ def test_files_too_far_behind_are_read_from_deltas_state_again(
     assert logged(spark, path) == delta_files(spark, path)
 
 
-def test_after_a_checkpoint_the_files_come_from_deltas_state_and_then_from_the_commits_since(
-    spark: SparkSession, fresh: tuple[StreamStore, str], monkeypatch: pytest.MonkeyPatch
+def test_through_checkpoints_the_kept_files_are_deltas_for_the_probed_snapshot_and_after_a_listing(
+    spark: SparkSession, fresh: tuple[StreamStore, str]
 ) -> None:
     store, path = fresh
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.checkpointInterval' = '2')")
-    from_state = logged_files._from_state
-    reads: list[int] = []
-
-    def counted(*args: Any) -> Any:
-        reads.append(1)
-        return from_state(*args)
-
-    monkeypatch.setattr(logged_files, "_from_state", counted)
     for seq in range(1, 5):  # checkpoints are written on the way: the commits before them leave the segment
         store.execute("XADD", "s", f"1-{seq}", "f", "v")
         assert logged(spark, path) == delta_files(spark, path)
     assert Path(path, "_delta_log", "_last_checkpoint").exists()
-    assert reads  # a kept version before the checkpoint could not be checked: Delta's state was read
+    # The log's tip is probed (state/log_tip.py): the snapshot a commit leaves still shows its commits.
+    # A listing moves it onto the newest checkpoint; the kept files still equal Delta's state there.
+    log = delta_log(spark, path)
+    log.update(False, getattr(log, "update$default$2")(), getattr(log, "update$default$3")())
+    assert logged(spark, path) == delta_files(spark, path)
+    store.execute("XADD", "s", "1-5", "f", "v")
+    assert logged(spark, path) == delta_files(spark, path)
 
 
 def test_a_read_over_the_kept_files_gives_deltas_rows_and_an_older_version_is_left_to_delta(
